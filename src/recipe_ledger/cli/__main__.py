@@ -1,0 +1,3 @@
+from recipe_ledger.cli import main
+
+main()

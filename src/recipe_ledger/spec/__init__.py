@@ -1,0 +1,1 @@
+"""Spec files: YAML loading with the reference builder's YAML semantics, and line numbers."""
