@@ -1,0 +1,1 @@
+"""The recipe engine: models, resolution to launch commands, lint and memory fit."""
