@@ -1,0 +1,82 @@
+"""Box profiles: the machines ``ledger fit`` and ``ledger run`` reason about.
+
+A box is a concrete machine (a DGX Station, one lent H200), not a hardware class: it says how
+much device memory the runtime reports, how much host RAM there is, and how fast the link
+between them is. ``hardware`` ties it to a taxonomy id so recipes resolve with the right
+overrides.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from recipe_ledger.errors import UnknownIdError
+from recipe_ledger.spec.validate import validate_doc
+from recipe_ledger.spec.yamlfile import load_yaml
+
+BOX_SCHEMA_VERSION = 1
+
+
+class _Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class GpuSpec(_Closed):
+    name: str
+    count: int = Field(ge=0)
+    hbm_gib: float = Field(ge=0, description="Device memory per GPU as the CUDA runtime reports it, GiB.")
+    hbm_bandwidth_gbps: float | None = None
+
+
+class HostSpec(_Closed):
+    cpu: str = ""
+    ram_gib: float = Field(gt=0)
+
+
+class LinkSpec(_Closed):
+    kind: str
+    bandwidth_gbps: float = Field(ge=0, description="Host-to-GPU read bandwidth, GB/s.")
+    cross_gpu_bandwidth_gbps: float | None = None
+
+
+class Box(_Closed):
+    schema_version: int = BOX_SCHEMA_VERSION
+    id: str
+    display_name: str
+    hardware: str | None = Field(description="Taxonomy hardware id, or null when none matches.")
+    gpu: GpuSpec
+    host: HostSpec
+    link: LinkSpec
+    sources: list[str] = Field(default_factory=list)
+
+    @property
+    def hbm_total_gib(self) -> float:
+        return self.gpu.count * self.gpu.hbm_gib
+
+
+def _normalize(box_id: str) -> str:
+    return box_id.strip().lower().replace("_", "-")
+
+
+def list_boxes(boxes_dir: Path) -> list[Box]:
+    return [load_box_file(path) for path in sorted(boxes_dir.glob("*.yaml"))]
+
+
+def load_box_file(path: Path) -> Box:
+    return validate_doc(load_yaml(path), Box, what="box profile")
+
+
+def load_box(boxes_dir: Path, box_id: str) -> Box:
+    """The box with this id (``dgx_station_gb300`` and ``dgx-station-gb300`` both work)."""
+    wanted = _normalize(box_id)
+    path = boxes_dir / f"{wanted}.yaml"
+    if path.is_file():
+        return load_box_file(path)
+    for box in list_boxes(boxes_dir):
+        if _normalize(box.id) == wanted or (box.hardware and _normalize(box.hardware) == wanted):
+            return box
+    known = ", ".join(box.id for box in list_boxes(boxes_dir)) or "none"
+    raise UnknownIdError(f"unknown box {box_id!r}; known boxes: {known}", where=str(boxes_dir),
+                         hint="ledger fit --list-boxes")

@@ -1,0 +1,97 @@
+"""Validate loaded YAML against a pydantic model; errors point at the file, line and field.
+
+pydantic reports a location such as ``("variants", "default", "vram_minimum_gb", "float")``;
+the last part names a union member, not a key in the file. The location is walked against the
+data so that only the parts that exist in the file reach the message.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from recipe_ledger.errors import SpecError
+from recipe_ledger.spec.yamlfile import PathKey, YamlDoc, format_path
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+_EXPECTED = {
+    "float_type": "expected a number",
+    "float_parsing": "expected a number",
+    "int_type": "expected an integer",
+    "int_parsing": "expected an integer",
+    "int_from_float": "expected an integer",
+    "string_type": "expected a string",
+    "bool_type": "expected true or false",
+    "list_type": "expected a list",
+    "dict_type": "expected a mapping",
+    "model_type": "expected a mapping",
+    "model_attributes_type": "expected a mapping",
+    "date_type": "expected a date (YYYY-MM-DD)",
+    "literal_error": "expected one of the allowed values",
+    "missing": "required field is missing",
+    "extra_forbidden": "unknown field",
+}
+
+
+def data_path(data: Any, loc: tuple[Any, ...]) -> PathKey:
+    """The longest prefix of ``loc`` that names keys/indexes present in ``data``."""
+    path: list[str | int] = []
+    node = data
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        elif isinstance(node, dict) and len(path) == len(loc) - 1:
+            path.append(part)  # a missing key: name it, even though it is not in the file
+            break
+        else:
+            continue
+        path.append(part)
+    return tuple(path)
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = json.dumps(value, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def describe_error(error: dict[str, Any]) -> str:
+    """One pydantic error as a sentence: what was expected and what the file holds."""
+    kind = error["type"]
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "extra_forbidden":
+        return "unknown field"
+    expected = _EXPECTED.get(kind)
+    if expected is None:
+        return error["msg"]
+    return f"{expected}, got {_shown(error.get('input'))}"
+
+
+def _best_error(errors: list[dict[str, Any]]) -> dict[str, Any]:
+    """Among union alternatives pydantic reports one error each; prefer the deepest location."""
+    return max(errors, key=lambda e: len(e["loc"]))
+
+
+def validate_doc(doc: YamlDoc, model: type[ModelT], *, what: str = "") -> ModelT:
+    """Validate ``doc.data`` as ``model``; a failure is a one-line SpecError at file:line."""
+    if not isinstance(doc.data, dict):
+        kind = type(doc.data).__name__ if doc.data is not None else "an empty document"
+        raise SpecError(f"expected a mapping at the top level{what and ' of a ' + what}, got {kind}",
+                        where=doc.where())
+    try:
+        return model.model_validate(doc.data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = _best_error(errors)
+        path = data_path(doc.data, tuple(first["loc"]))
+        more = len({tuple(e["loc"][:2]) for e in errors}) - 1
+        suffix = f" (and {more} more problem{'s' * (more > 1)})" if more > 0 else ""
+        raise SpecError(f"{format_path(path)}: {describe_error(first)}{suffix}", where=doc.where(path)) from None
