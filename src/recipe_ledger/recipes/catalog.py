@@ -1,0 +1,129 @@
+"""A recipes root as people use it: find a recipe by name, validate it, list what is there.
+
+A root is a folder holding ``models/<org>/<name>.yaml``, ``taxonomy.yaml`` and
+``strategies/*.yaml`` (the layout of the vLLM recipes repository and of this project's
+``recipes/``). A recipe is named by its path, by ``org/name`` or by its ``meta.slug``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from recipe_ledger.errors import SpecError, UnknownIdError
+from recipe_ledger.recipes.models import Recipe, Strategy, Taxonomy
+from recipe_ledger.spec.validate import validate_doc
+from recipe_ledger.spec.yamlfile import YamlDoc, load_yaml
+
+
+@dataclass(frozen=True)
+class LoadedRecipe:
+    ref: str          # path relative to the root, e.g. models/org/name.yaml
+    doc: YamlDoc      # raw data and line numbers
+    recipe: Recipe    # the validated model
+
+
+def suggest(word: str, choices: list[str]) -> str:
+    """' (did you mean x?)' when a close choice exists, else ''."""
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+class RecipeRoot:
+    """One recipes root folder, loaded lazily."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        if not (self.root / "models").is_dir():
+            raise SpecError("not a recipes root: no models/ folder", where=str(self.root),
+                            hint="pass --root pointing at a folder with models/, taxonomy.yaml, strategies/")
+
+    def _display(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(Path.cwd()))
+        except ValueError:
+            return str(path)
+
+    @cached_property
+    def recipe_paths(self) -> list[Path]:
+        return sorted(self.root.glob("models/**/*.yaml"))
+
+    @cached_property
+    def taxonomy(self) -> Taxonomy:
+        path = self.root / "taxonomy.yaml"
+        return validate_doc(load_yaml(path, self._display(path)), Taxonomy, what="taxonomy")
+
+    @cached_property
+    def strategies(self) -> dict[str, Strategy]:
+        loaded = {}
+        for path in sorted((self.root / "strategies").glob("*.yaml")):
+            strategy = validate_doc(load_yaml(path, self._display(path)), Strategy, what="strategy")
+            loaded[strategy.name] = strategy
+        return loaded
+
+    def ref_of(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def find(self, name: str) -> Path:
+        """The recipe file for a path, an ``org/name`` or a slug (its file name, lower-cased)."""
+        as_path = Path(name)
+        if as_path.suffix in (".yaml", ".yml") and as_path.is_file():
+            return as_path
+        for candidate in (self.root / name, self.root / "models" / f"{name}.yaml"):
+            if candidate.is_file():
+                return candidate
+        # Upstream names files after the model and slugs are the lower-cased name, so the
+        # file stem finds a slug without reading every recipe.
+        by_slug = self._stem_index().get(name.lower())
+        if by_slug:
+            return by_slug
+        names = [self.ref_of(p)[len("models/"):-len(".yaml")] for p in self.recipe_paths]
+        raise UnknownIdError(f"no recipe {name!r} under {self.root}{suggest(name, names)}",
+                             where=name, hint=f"ledger recipe list --root {self.root}")
+
+    def _stem_index(self) -> dict[str, Path]:
+        index: dict[str, Path] = {}
+        for path in self.recipe_paths:
+            index.setdefault(path.stem.lower(), path)
+        return index
+
+    def load(self, name: str) -> LoadedRecipe:
+        path = self.find(name)
+        doc = load_yaml(path, self._display(path))
+        recipe = validate_doc(doc, Recipe, what="recipe")
+        try:
+            ref = path.resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            ref = str(path)
+        return LoadedRecipe(ref=ref, doc=doc, recipe=recipe)
+
+    def load_all(self) -> list[LoadedRecipe]:
+        return [self.load(str(path)) for path in self.recipe_paths]
+
+    def hardware_ids(self) -> list[str]:
+        return list(self.taxonomy.hardware_profiles)
+
+    def check_hardware(self, hardware: str) -> None:
+        known = self.hardware_ids()
+        if hardware not in known:
+            raise UnknownIdError(f"unknown hardware id {hardware!r}{suggest(hardware, known)}",
+                                 where=str(self.root / "taxonomy.yaml"),
+                                 hint="ledger recipe show RECIPE  # lists the recipe's hardware")
+
+    def check_strategy(self, strategy: str) -> None:
+        known = list(self.strategies)
+        if strategy not in known:
+            raise UnknownIdError(f"unknown strategy {strategy!r}{suggest(strategy, known)}",
+                                 where=str(self.root / "strategies"),
+                                 hint="ledger recipe show RECIPE  # lists the compatible strategies")
+
+
+def default_root(start: Path | None = None) -> Path:
+    """This project's recipes/ folder: found from the current directory upwards."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "recipes" / "models").is_dir():
+            return folder / "recipes"
+    return here / "recipes"

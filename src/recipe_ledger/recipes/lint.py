@@ -1,0 +1,227 @@
+"""`ledger recipe lint`: the recipe schema's silent traps, as warnings with file:line.
+
+The schema does what it is told, including things nobody meant: a flag written two ways that
+both reach the command, an override that a later layer quietly replaces, an offload pattern that
+matches nothing (seed 000: ``experts.*`` offloaded nothing and ended in an out-of-memory). Each
+check below is a small function from a loaded recipe (and the vocabulary) to warnings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from recipe_ledger.recipes.catalog import LoadedRecipe
+from recipe_ledger.recipes.fit import patterns_matching_nothing
+from recipe_ledger.recipes.flags import parse_flags
+from recipe_ledger.recipes.models import Taxonomy
+from recipe_ledger.spec.yamlfile import PathKey, format_path
+
+ARG_KEYS = ("args", "extra_args", "base_args", "vllm_args")
+_PROSE_CONFLICT = re.compile(r"mutually exclusive with\s+(?:\*\*)?([A-Za-z][\w -]*?[\w])(?:\*\*)?(?=[.,;)]|$)",
+                             re.IGNORECASE)
+
+
+@dataclass(frozen=True, order=True)
+class LintWarning:
+    where: str   # file:line
+    code: str    # a stable short name, e.g. flag-written-two-ways
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.code}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The ids a recipe may name: hardware ids, their generations and brands, strategies."""
+
+    hardware: frozenset[str]
+    generations: frozenset[str]
+    brands: frozenset[str]
+    strategies: frozenset[str]
+
+    @classmethod
+    def from_taxonomy(cls, taxonomy: Taxonomy, strategies: list[str]) -> Vocabulary:
+        profiles = taxonomy.hardware_profiles.values()
+        return cls(
+            hardware=frozenset(taxonomy.hardware_profiles),
+            generations=frozenset(p.generation for p in profiles),
+            brands=frozenset(p.brand.lower() for p in profiles),
+            strategies=frozenset(strategies) | frozenset(taxonomy.strategies),
+        )
+
+    def hardware_selectors(self) -> frozenset[str]:
+        # "nvidia" and "amd" are vendor selectors; "default" keys a fallback in tp maps.
+        return self.hardware | self.generations | self.brands | {"default"}
+
+
+def arg_lists(data: Any, path: PathKey = ()) -> Iterator[tuple[PathKey, list[str]]]:
+    """Every flag list in a recipe (base args, extra args, feature args, role args...)."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if key in ARG_KEYS and isinstance(value, list):
+                yield (*path, key), value
+            else:
+                yield from arg_lists(value, (*path, key))
+    elif isinstance(data, list):
+        for index, item in enumerate(data):
+            yield from arg_lists(item, (*path, index))
+
+
+def _warn(item: LoadedRecipe, path: PathKey, code: str, message: str) -> LintWarning:
+    return LintWarning(item.doc.where(path), code, message)
+
+
+# ----------------------------------------------------------------- flags
+
+
+def check_flag_forms(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[LintWarning]:
+    """One flag written as ``--x=1`` in one place and ``--x 1`` in another: dedupe compares the
+    written tokens, so both can reach the same command and argparse keeps the later one."""
+    forms: dict[str, dict[bool, PathKey]] = {}
+    for path, args in arg_lists(item.doc.data):
+        for flag in parse_flags(args):
+            forms.setdefault(flag.name, {}).setdefault(flag.joined, (*path, flag.index))
+    for name, seen in forms.items():
+        if len(seen) == 2:
+            joined, spaced = seen[True], seen[False]
+            yield _warn(item, joined, "flag-written-two-ways",
+                        f"{name} is written as '{name}=...' here and as '{name} ...' at "
+                        f"{format_path(spaced)}; deduplication treats them as different flags")
+
+
+def check_offload_patterns(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[LintWarning]:
+    """--cpu-offload-params takes exact dot-separated name segments; a glob or a wrong segment
+    matches nothing, nothing is offloaded, and the server runs out of memory instead."""
+    components = item.recipe.memory.components if item.recipe.memory else []
+    for path, args in arg_lists(item.doc.data):
+        for flag in parse_flags(args):
+            if flag.name != "--cpu-offload-params":
+                continue
+            where = (*path, flag.index)
+            for pattern in flag.values:
+                if any(ch in pattern for ch in "*?[]"):
+                    yield _warn(item, where, "offload-pattern-glob",
+                                f"--cpu-offload-params {pattern!r}: vLLM matches whole name segments "
+                                "and has no wildcards, so this matches nothing")
+            for pattern in patterns_matching_nothing(flag.values, components):
+                if not any(ch in pattern for ch in "*?[]"):
+                    yield _warn(item, where, "offload-pattern-unmatched",
+                                f"--cpu-offload-params {pattern!r} matches none of the parameter "
+                                "names listed in memory.components")
+
+
+# ----------------------------------------------------------------- ids
+
+
+def _hardware_keyed_maps(data: dict) -> Iterator[tuple[PathKey, dict]]:
+    """Mappings whose keys are hardware selectors, wherever the schema puts them."""
+    for key in ("hardware_overrides", "hardware_notes", "hardware_opt_in_features"):
+        if isinstance(data.get(key), dict):
+            yield (key,), data[key]
+    if isinstance(data.get("meta", {}).get("hardware"), dict):
+        yield ("meta", "hardware"), data["meta"]["hardware"]
+    for section in ("variants", "features", "strategy_overrides"):
+        for name, block in (data.get(section) or {}).items():
+            if not isinstance(block, dict):
+                continue
+            for key in ("hardware_overrides", "tp"):
+                if isinstance(block.get(key), dict):
+                    yield (section, name, key), block[key]
+            for role in ("prefill", "decode"):
+                role_block = block.get(role)
+                if isinstance(role_block, dict) and isinstance(role_block.get("hardware_overrides"), dict):
+                    yield (section, name, role, "hardware_overrides"), role_block["hardware_overrides"]
+    for strategy, per_hw in (data.get("strategy_hardware") or {}).items():
+        if isinstance(per_hw, dict):
+            yield ("strategy_hardware", strategy), per_hw
+
+
+def check_hardware_ids(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[LintWarning]:
+    """A hardware key that is not in the taxonomy never matches: its override is dead."""
+    known = vocab.hardware_selectors()
+    for path, mapping in _hardware_keyed_maps(item.doc.data):
+        for key in mapping:
+            if key not in known:
+                yield _warn(item, (*path, key), "unknown-hardware",
+                            f"{format_path((*path, key))}: {key!r} is not a hardware id, generation or "
+                            "brand of the taxonomy; this entry never applies")
+
+
+def check_strategy_ids(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[LintWarning]:
+    data = item.doc.data
+    named: list[tuple[PathKey, str]] = [
+        (("compatible_strategies", i), s) for i, s in enumerate(data.get("compatible_strategies") or [])
+    ]
+    for section in ("strategy_overrides", "strategy_hardware", "strategy_min_gpus"):
+        named += [((section, s), s) for s in (data.get(section) or {})]
+    for path, strategy in named:
+        if strategy not in vocab.strategies and strategy not in vocab.hardware:
+            yield _warn(item, path, "unknown-strategy", f"{strategy!r} is not a strategy of the taxonomy")
+
+
+# ----------------------------------------------------------------- features
+
+
+def _normalize_feature(name: str) -> str:
+    return re.sub(r"[\s-]+", "_", name.strip().lower())
+
+
+def declared_conflicts(item: LoadedRecipe) -> dict[str, set[str]]:
+    """Conflicts from ``conflicts_with`` and from prose ("Mutually exclusive with text_only")."""
+    features = item.recipe.features
+    conflicts: dict[str, set[str]] = {name: set(f.conflicts_with) for name, f in features.items()}
+    for name, feature in features.items():
+        for match in _PROSE_CONFLICT.finditer(feature.description or ""):
+            other = _normalize_feature(match.group(1))
+            if other in features and other != name:
+                conflicts[name].add(other)
+    return conflicts
+
+
+def default_features(item: LoadedRecipe) -> list[str]:
+    """Features the builder enables when nobody ticks anything: those not marked opt-in."""
+    opt_in = set(item.recipe.opt_in_features)
+    return [name for name in item.recipe.features if name not in opt_in]
+
+
+def check_feature_conflicts(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[LintWarning]:
+    conflicts = declared_conflicts(item)
+    defaults = set(default_features(item))
+    reported: set[frozenset[str]] = set()
+    for name, others in conflicts.items():
+        for other in sorted(others):
+            pair = frozenset((name, other))
+            if pair in reported:
+                continue
+            reported.add(pair)
+            if name in defaults and other in defaults:
+                yield _warn(item, ("features", name), "conflicting-defaults",
+                            f"features {name!r} and {other!r} are mutually exclusive but both are on "
+                            "by default (neither is in opt_in_features)")
+            if other not in item.recipe.features[name].conflicts_with and \
+                    name not in item.recipe.features[other].conflicts_with:
+                yield _warn(item, ("features", name), "conflict-undeclared",
+                            f"the description says {name!r} and {other!r} are mutually exclusive; "
+                            f"add conflicts_with: [{other}] so tools can enforce it")
+
+
+Check = Callable[[LoadedRecipe, Vocabulary], Iterator[LintWarning]]
+
+STATIC_CHECKS: list[Check] = [
+    check_flag_forms,
+    check_offload_patterns,
+    check_hardware_ids,
+    check_strategy_ids,
+    check_feature_conflicts,
+]
+
+
+def lint_recipe(item: LoadedRecipe, vocab: Vocabulary, checks: list[Check] | None = None) -> list[LintWarning]:
+    found: list[LintWarning] = []
+    for check in checks or STATIC_CHECKS:
+        found.extend(check(item, vocab))
+    return found
