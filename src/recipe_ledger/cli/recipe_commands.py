@@ -104,3 +104,8 @@ def recipe_schema() -> None:
 def fit(recipe_ref: str, box: str) -> None:
     """Memory arithmetic for RECIPE on BOX before any download."""
     raise click.ClickException("not implemented yet")
+
+
+from recipe_ledger.cli.render_command import render
+
+recipe.add_command(render)
