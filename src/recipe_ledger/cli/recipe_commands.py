@@ -7,7 +7,11 @@ from pathlib import Path
 import click
 
 from recipe_ledger.cli.output import print_json, print_table
+from recipe_ledger.recipes.boxes import list_boxes as list_boxes_in
 from recipe_ledger.recipes.catalog import RecipeRoot, default_root
+from recipe_ledger.recipes.command import CommandRequest, resolve_for_people, text_for_people
+from recipe_ledger.recipes.fit import GB, GIB, FitReport, verdict_lines
+from recipe_ledger.recipes.fitting import fit_recipe, fit_report_dict
 from recipe_ledger.recipes.models import Recipe
 
 ROOT_OPTION = click.option(
@@ -98,12 +102,91 @@ def recipe_schema() -> None:
     print_json(schema)
 
 
+@recipe.command("command")
+@click.argument("name")
+@click.option("--hardware", "-H", help="Taxonomy hardware id, e.g. h200, dgx_station_gb300. Default: the site's.")
+@click.option("--strategy", "-s", help="Serving strategy, e.g. single_node_tp. Default: the site's recommendation.")
+@click.option("--variant", "-v", help="Variant, e.g. default, fp8. Default: the site's.")
+@click.option("--feature", "-f", "features", multiple=True,
+              help="Enable a feature (repeatable). Giving any replaces the default features.")
+@click.option("--no-features", is_flag=True, help="Enable no feature at all.")
+@click.option("--nodes", type=click.IntRange(1, 16), help="Node count for multi-node strategies.")
+@click.option("--docker", is_flag=True, help="Print the docker run form.")
+@click.option("--json", "as_json", is_flag=True, help="Print the builder's result object as JSON.")
+@ROOT_OPTION
+def command_cmd(name, hardware, strategy, variant, features, no_features, nodes, docker, as_json, root) -> None:
+    """Print the exact launch command for recipe NAME, as recipes.vllm.ai builds it."""
+    chosen = [] if no_features else (list(features) if features else None)
+    request = CommandRequest(name, hardware, strategy, variant, chosen, nodes)
+    resolved = resolve_for_people(open_root(root), request)
+    for warning in resolved.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if as_json:
+        print_json(resolved.result)
+    else:
+        click.echo(text_for_people(resolved, docker=docker))
+
+
 @click.command()
-@click.argument("recipe_ref")
-@click.option("--box", required=True, help="Box profile id (see `ledger fit --list-boxes`).")
-def fit(recipe_ref: str, box: str) -> None:
-    """Memory arithmetic for RECIPE on BOX before any download."""
-    raise click.ClickException("not implemented yet")
+@click.argument("name", required=False)
+@click.option("--box", help="Box profile id, e.g. dgx-station-gb300 (see --list-boxes).")
+@click.option("--context", type=click.IntRange(1), help="Context length in tokens (default: the command's --max-model-len).")
+@click.option("--offload-gb", type=click.FloatRange(0), help="Expert GiB offloaded per GPU (overrides --cpu-offload-gb).")
+@click.option("--gpu-util", type=click.FloatRange(0.05, 1.0), help="Overrides --gpu-memory-utilization.")
+@click.option("--list-boxes", is_flag=True, help="List the box profiles and exit.")
+@click.option("--json", "as_json", is_flag=True, help="The fit report as JSON.")
+@ROOT_OPTION
+def fit(name, box, context, offload_gb, gpu_util, list_boxes, as_json, root) -> None:
+    """Memory arithmetic for recipe NAME on BOX, before any download.
+
+    Shows where each checkpoint component lives, the GPU-resident total against HBM x
+    utilization, host RAM used, KV bytes per token x context, and what must be offloaded.
+    """
+    recipes = open_root(root)
+    boxes_dir = recipes.root / "boxes"
+    if list_boxes:
+        print_table(["box", "hardware", "GPUs", "HBM/GPU GiB", "host RAM GiB", "link GB/s"],
+                    [[b.id, b.hardware or "-", b.gpu.count, b.gpu.hbm_gib, b.host.ram_gib, b.link.bandwidth_gbps]
+                     for b in list_boxes_in(boxes_dir)])
+        return
+    if not name or not box:
+        raise click.UsageError("give a recipe NAME and --box (or --list-boxes)")
+    report, resolved = fit_recipe(recipes, name, box, context=context, offload_gib=offload_gb,
+                                  gpu_utilization=gpu_util)
+    if as_json:
+        print_json(fit_report_dict(report))
+        return
+    print_fit(report, resolved)
+
+
+def print_fit(report: FitReport, resolved) -> None:
+    click.echo(f"# {resolved.loaded.recipe.meta.title} on {report.box_id} "
+               f"({resolved.hardware}, {resolved.strategy}, {resolved.variant})")
+    print_table(["component", "stored GiB", "on GPU GiB", "in host RAM GiB", "placement"],
+                [[p.name, f"{p.stored_gib:.1f}", f"{p.gpu_gib:.1f}", f"{p.host_gib:.1f}", p.where]
+                 for p in report.placements])
+    gb_total = report.checkpoint_gib * GIB / GB
+    declared = f" (recipe: {report.vram_minimum_declared_gb:g})" if report.vram_minimum_declared_gb else ""
+    rows = [
+        ["checkpoint", f"{report.checkpoint_gib:.1f} GiB = {gb_total:.1f} GB (guide: {report.disk_gb:g} GB)"],
+        ["vram_minimum_gb", f"{report.vram_minimum_computed_gb:g} = ceil(headroom x {report.disk_gb:g} GB){declared}"],
+        ["GPU budget", f"{report.budget_gib:.1f} GiB = {report.gpu_count} x HBM x {report.gpu_utilization:g}"],
+        ["GPU-resident weights", f"{report.resident_gib:.1f} GiB"],
+        ["runtime reserve", f"{report.reserve_gib:g} GiB"],
+        ["left for KV", f"{report.kv_room_gib:.2f} GiB"],
+        ["KV per sequence", f"{report.kv_per_sequence_gib:.3f} GiB at {report.context:,} tokens"],
+        ["KV capacity", f"{report.kv_capacity_tokens:,} tokens, {report.full_context_sequences} full-context sequence(s)"],
+        ["host RAM pinned", f"{report.host_used_gib:.1f} of {report.host_ram_gib:g} GiB"],
+        ["expert offload", f"{report.expert_offload_gib:g} GiB (asked {report.expert_offload_asked_gib:g})"],
+    ]
+    print_table(["", ""], rows)
+    for line in verdict_lines(report):
+        click.echo(line)
+    for problem in report.problems:
+        click.echo(f"problem: {problem}")
+    click.echo("assumptions:")
+    for note in report.assumptions:
+        click.echo(f"  - {note}")
 
 
 from recipe_ledger.cli.render_command import render

@@ -13,9 +13,10 @@ from functools import cached_property
 from pathlib import Path
 
 from recipe_ledger.errors import SpecError, UnknownIdError
+from recipe_ledger.recipes.corpus import Corpus, load_corpus
 from recipe_ledger.recipes.models import Recipe, Strategy, Taxonomy
 from recipe_ledger.spec.validate import validate_doc
-from recipe_ledger.spec.yamlfile import YamlDoc, load_yaml
+from recipe_ledger.spec.yamlfile import YamlDoc
 
 
 @dataclass(frozen=True)
@@ -32,19 +33,15 @@ def suggest(word: str, choices: list[str]) -> str:
 
 
 class RecipeRoot:
-    """One recipes root folder, loaded lazily."""
+    """One recipes root folder, loaded lazily: validated models for people, and the shared
+    ``Corpus`` (each file parsed once) for resolution."""
 
     def __init__(self, root: Path):
         self.root = Path(root)
         if not (self.root / "models").is_dir():
             raise SpecError("not a recipes root: no models/ folder", where=str(self.root),
                             hint="pass --root pointing at a folder with models/, taxonomy.yaml, strategies/")
-
-    def _display(self, path: Path) -> str:
-        try:
-            return str(path.relative_to(Path.cwd()))
-        except ValueError:
-            return str(path)
+        self.corpus: Corpus = load_corpus(str(self.root))
 
     @cached_property
     def recipe_paths(self) -> list[Path]:
@@ -52,14 +49,14 @@ class RecipeRoot:
 
     @cached_property
     def taxonomy(self) -> Taxonomy:
-        path = self.root / "taxonomy.yaml"
-        return validate_doc(load_yaml(path, self._display(path)), Taxonomy, what="taxonomy")
+        return validate_doc(self.corpus.doc("taxonomy.yaml"), Taxonomy, what="taxonomy")
 
     @cached_property
     def strategies(self) -> dict[str, Strategy]:
         loaded = {}
         for path in sorted((self.root / "strategies").glob("*.yaml")):
-            strategy = validate_doc(load_yaml(path, self._display(path)), Strategy, what="strategy")
+            doc = self.corpus.doc(self.ref_of(path))
+            strategy = validate_doc(doc, Strategy, what="strategy")
             loaded[strategy.name] = strategy
         return loaded
 
@@ -90,14 +87,15 @@ class RecipeRoot:
         return index
 
     def load(self, name: str) -> LoadedRecipe:
+        """Find, parse and validate a recipe; errors name the file, the line and the field."""
         path = self.find(name)
-        doc = load_yaml(path, self._display(path))
-        recipe = validate_doc(doc, Recipe, what="recipe")
         try:
             ref = path.resolve().relative_to(self.root.resolve()).as_posix()
         except ValueError:
-            ref = str(path)
-        return LoadedRecipe(ref=ref, doc=doc, recipe=recipe)
+            raise SpecError("the recipe file is outside the recipes root", where=str(path),
+                            hint=f"move it under {self.root}/models/ or pass --root") from None
+        doc = self.corpus.doc(ref)
+        return LoadedRecipe(ref=ref, doc=doc, recipe=validate_doc(doc, Recipe, what="recipe"))
 
     def load_all(self) -> list[LoadedRecipe]:
         return [self.load(str(path)) for path in self.recipe_paths]
@@ -105,19 +103,19 @@ class RecipeRoot:
     def hardware_ids(self) -> list[str]:
         return list(self.taxonomy.hardware_profiles)
 
-    def check_hardware(self, hardware: str) -> None:
+    def check_hardware(self, hardware: str, recipe: str = "RECIPE") -> None:
         known = self.hardware_ids()
         if hardware not in known:
             raise UnknownIdError(f"unknown hardware id {hardware!r}{suggest(hardware, known)}",
                                  where=str(self.root / "taxonomy.yaml"),
-                                 hint="ledger recipe show RECIPE  # lists the recipe's hardware")
+                                 hint=f"ledger recipe show {recipe} (lists the recipe's hardware)")
 
-    def check_strategy(self, strategy: str) -> None:
+    def check_strategy(self, strategy: str, recipe: str = "RECIPE") -> None:
         known = list(self.strategies)
         if strategy not in known:
             raise UnknownIdError(f"unknown strategy {strategy!r}{suggest(strategy, known)}",
                                  where=str(self.root / "strategies"),
-                                 hint="ledger recipe show RECIPE  # lists the compatible strategies")
+                                 hint=f"ledger recipe show {recipe} (lists the compatible strategies)")
 
 
 def default_root(start: Path | None = None) -> Path:
@@ -125,5 +123,13 @@ def default_root(start: Path | None = None) -> Path:
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         if (folder / "recipes" / "models").is_dir():
-            return folder / "recipes"
+            return _relative_if_below(folder / "recipes", here)
     return here / "recipes"
+
+
+def _relative_if_below(path: Path, base: Path) -> Path:
+    """Short paths in messages: recipes/models/x.yaml:12 rather than the absolute path."""
+    try:
+        return path.relative_to(base)
+    except ValueError:
+        return path

@@ -14,7 +14,7 @@ from typing import Any
 from recipe_ledger.errors import InputError, SpecError
 from recipe_ledger.recipes import resolve
 from recipe_ledger.recipes.preprocess import preprocess_plain, preprocess_recipe
-from recipe_ledger.spec.yamlfile import load_yaml
+from recipe_ledger.spec.yamlfile import YamlDoc, load_yaml
 
 
 class Corpus:
@@ -26,6 +26,7 @@ class Corpus:
             raise InputError("recipes root is not a directory", where=str(self.root),
                              hint="pass --root DIR containing taxonomy.yaml and strategies/")
         self._recipes: dict[str, dict] = {}
+        self._docs: dict[str, YamlDoc] = {}
         self._taxonomy: dict | None = None
         self._strategies: dict | None = None
 
@@ -62,11 +63,18 @@ class Corpus:
         paths = [p.relative_to(self.root).as_posix() for p in found]
         return sorted(paths, key=lambda p: p.encode())
 
+    def doc(self, rel_path: str) -> YamlDoc:
+        """The parsed file (data and line numbers), parsed once per Corpus."""
+        key = str(PurePosixPath(rel_path))
+        if key not in self._docs:
+            path = self.root / key
+            if not path.is_file():
+                raise SpecError("no such file", where=str(path))
+            self._docs[key] = load_yaml(path, display_path=str(path))
+        return self._docs[key]
+
     def _load(self, rel_path: str) -> Any:
-        path = self.root / rel_path
-        if not path.is_file():
-            raise SpecError("no such file", where=str(path))
-        return load_yaml(path, display_path=rel_path).data
+        return self.doc(rel_path).data
 
     # -- resolution shortcuts -------------------------------------------------
 
