@@ -138,3 +138,43 @@ def test_prose_conflict_without_the_field_is_pointed_out(root):
         opt_in_features: [text_only]
         """)
     assert codes(warnings) == ["conflict-undeclared"]
+
+
+def lint_all(root, extra):
+    from recipe_ledger.recipes.lint import lint_items
+
+    if extra:
+        (root / "models" / "org" / "t.yaml").write_text(BASE + textwrap.dedent(extra))
+    recipes = RecipeRoot(root)
+    return lint_items(recipes, [recipes.load("org/t")])
+
+
+SHADOWED = BASE.replace(
+    "    vram_minimum_gb: 1\n",
+    "    vram_minimum_gb: 1\n"
+    "    hardware_overrides:\n"
+    "      b200:\n"
+    '        extra_args: ["--moe-backend", "cutlass"]\n'
+    "      blackwell:\n"
+    '        extra_args: ["--moe-backend", "triton"]\n',
+)
+
+
+def test_exact_gpu_override_shadowed_by_a_generation_block(root):
+    (root / "models" / "org" / "t.yaml").write_text(SHADOWED)
+    warnings = lint_all(root, "")
+    shadowed = [w for w in warnings if w.code == "exact-override-shadowed"]
+    assert shadowed and "--moe-backend" in shadowed[0].message
+    assert "variants.default.hardware_overrides.blackwell" in shadowed[0].message
+    assert shadowed[0].where.endswith("t.yaml:15")  # the b200 extra_args
+
+
+def test_generation_block_hides_the_nvidia_fallback(root):
+    warnings = lint_all(root, """\
+        hardware_overrides:
+          nvidia:
+            extra_env: {A: "1"}
+          hopper: {}
+        """)
+    assert [w.code for w in warnings] == ["generation-hides-nvidia"]
+    assert warnings[0].where.endswith("t.yaml:18")

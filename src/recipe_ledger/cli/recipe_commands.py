@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import click
 
-from recipe_ledger.cli.output import print_json, print_table
+from recipe_ledger.cli.output import print_json, print_json_line, print_table
 from recipe_ledger.recipes.boxes import list_boxes as list_boxes_in
 from recipe_ledger.recipes.catalog import RecipeRoot, default_root
 from recipe_ledger.recipes.command import CommandRequest, resolve_for_people, text_for_people
@@ -192,3 +193,43 @@ def print_fit(report: FitReport, resolved) -> None:
 from recipe_ledger.cli.render_command import render
 
 recipe.add_command(render)
+
+
+@recipe.command("lint")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path, exists=True))
+@ROOT_OPTION
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per warning.")
+@click.option("--summary", is_flag=True, help="Only the count of warnings per check.")
+@click.option("--strict", is_flag=True, help="Exit 1 when there is any warning.")
+def lint_cmd(paths: tuple[Path, ...], root: Path | None, as_json: bool, summary: bool, strict: bool) -> None:
+    """Warn about the schema's silent traps in recipe files (default: every recipe of the root).
+
+    PATHS may be recipe files or folders; their recipes root (the folder holding taxonomy.yaml)
+    is found from them unless --root is given.
+    """
+    warnings = run_lint(list(paths), root)
+    if as_json:
+        for w in warnings:
+            print_json_line({"where": w.where, "code": w.code, "message": w.message})
+    elif summary:
+        counts = Counter(w.code for w in warnings)
+        print_table(["check", "warnings"], [[code, n] for code, n in sorted(counts.items())] + [["total", len(warnings)]])
+    else:
+        for w in warnings:
+            click.echo(str(w))
+        click.echo(f"{len(warnings)} warning(s)", err=True)
+    if strict and warnings:
+        raise SystemExit(1)
+
+
+def run_lint(paths: list[Path], root: Path | None):
+    from recipe_ledger.recipes.lint import find_root_of, items_for_paths, lint_items
+
+    if root is None and paths:
+        found = {find_root_of(p) for p in paths}
+        if None in found or len(found) != 1:
+            raise click.UsageError("the paths must lie under one recipes root (a folder with taxonomy.yaml); "
+                                   "or pass --root")
+        root = found.pop()
+    recipes = open_root(root)
+    return lint_items(recipes, items_for_paths(recipes, paths))

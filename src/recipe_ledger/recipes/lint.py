@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from recipe_ledger.recipes.catalog import LoadedRecipe
+from recipe_ledger.recipes.catalog import LoadedRecipe, RecipeRoot
 from recipe_ledger.recipes.fit import patterns_matching_nothing
 from recipe_ledger.recipes.flags import parse_flags
 from recipe_ledger.recipes.models import Taxonomy
@@ -225,3 +226,199 @@ def lint_recipe(item: LoadedRecipe, vocab: Vocabulary, checks: list[Check] | Non
     for check in checks or STATIC_CHECKS:
         found.extend(check(item, vocab))
     return found
+
+
+# ----------------------------------------------------------------- checks that need resolution
+
+
+def layer_path(data: Any, name: str) -> PathKey:
+    """A layer name such as ``variants.base-1.7b.hardware_overrides.h100.extra_args`` as a path
+    into the recipe. Keys may hold dots, so the longest key that exists wins at each step."""
+    parts, path, node = name.split("."), [], data
+    while parts and isinstance(node, dict):
+        for end in range(len(parts), 0, -1):
+            key = ".".join(parts[:end])
+            if key in node:
+                path.append(key)
+                node, parts = node[key], parts[end:]
+                break
+        else:
+            break
+    return tuple(path)
+
+
+def _flag_values(args: tuple[Any, ...]) -> dict[str, tuple[str, ...]]:
+    return {flag.name: flag.values for flag in parse_flags([str(a) for a in args])}
+
+
+def _exact_layer_names(variant: str, hw_id: str, strategy: str) -> set[str]:
+    return {
+        f"variants.{variant}.hardware_overrides.{hw_id}.extra_args",
+        f"strategy_overrides.{strategy}.hardware_overrides.{hw_id}.extra_args",
+    }
+
+
+def shadowed_exact_overrides(layers: list, variant: str, hw_id: str, strategy: str
+                             ) -> Iterator[tuple[str, str, str]]:
+    """(exact layer, flag, later layer) where a later, non-feature layer sets the same flag to
+    another value: last-wins dedupe means the exact-GPU override silently loses."""
+    exact_names = _exact_layer_names(variant, hw_id, strategy)
+    for index, layer in enumerate(layers):
+        if layer.name not in exact_names:
+            continue
+        for flag, values in _flag_values(layer.args).items():
+            for later in layers[index + 1:]:
+                if later.name.startswith("features.") or later.name in exact_names:
+                    continue
+                later_values = _flag_values(later.args).get(flag)
+                if later_values is not None and later_values != values:
+                    yield layer.name, flag, later.name
+
+
+def hidden_vendor_fallbacks(item: LoadedRecipe, vocab_generations_by_brand: dict[str, set[str]]
+                            ) -> Iterator[tuple[PathKey, str]]:
+    """The reference picks ``overrides[generation] || overrides.nvidia``: a generation block,
+    even an empty one, means the ``nvidia`` block never applies on that generation."""
+    data = item.doc.data
+    containers: list[PathKey] = [()]
+    containers += [("variants", v) for v in (data.get("variants") or {})]
+    containers += [("strategy_overrides", s) for s in (data.get("strategy_overrides") or {})]
+    for container in containers:
+        block = data
+        for key in container:
+            block = block.get(key) if isinstance(block, dict) else None
+        overrides = block.get("hardware_overrides") if isinstance(block, dict) else None
+        if not isinstance(overrides, dict) or "nvidia" not in overrides:
+            continue
+        for generation in sorted(vocab_generations_by_brand.get("nvidia", set()) & set(overrides)):
+            yield (*container, "hardware_overrides", generation), generation
+
+
+@dataclass
+class ResolutionContext:
+    """What the resolution-based checks need: the loaded-form recipe and the root's vocabulary."""
+
+    raw: dict
+    strategies: dict
+    taxonomy: dict
+
+
+def _selections(item: LoadedRecipe, ctx: ResolutionContext) -> Iterator[tuple[str, str, str]]:
+    """(variant, hardware, strategy) combinations worth resolving: every variant on every
+    hardware the recipe names, for each single-node strategy it offers."""
+    data = item.doc.data
+    hardware = set((data.get("meta") or {}).get("hardware") or {})
+    for variant in data.get("variants") or {}:
+        hardware |= set(((data["variants"][variant] or {}).get("hardware_overrides") or {}))
+    hardware &= set(ctx.taxonomy.get("hardware_profiles") or {})
+    strategies = [s for s in data.get("compatible_strategies") or [] if str(s).startswith("single_node_")]
+    from recipe_ledger.recipes import resolve
+
+    for variant in data.get("variants") or {}:
+        for hw_id in sorted(hardware):
+            hw = resolve.hardware_for(ctx.taxonomy, hw_id)
+            for strategy in strategies:
+                # strategy_hardware can mark a strategy unsupported on a GPU: not a real selection.
+                if resolve.is_strategy_supported_on_hardware(ctx.raw, strategy, hw):
+                    yield variant, hw_id, strategy
+
+
+def check_resolved(item: LoadedRecipe, ctx: ResolutionContext) -> Iterator[LintWarning]:
+    """Warnings that only show once the layers are merged for a concrete selection."""
+    from recipe_ledger.errors import ResolutionError
+    from recipe_ledger.recipes import resolve
+
+    seen: set[tuple[str, str, str]] = set()
+    all_features = list((item.doc.data.get("features") or {}))
+    for variant, hw_id, strategy in _selections(item, ctx):
+        sel = resolve.Selection(recipe=ctx.raw, variant_key=variant, strategy_name=strategy,
+                                hw=resolve.hardware_for(ctx.taxonomy, hw_id), features=all_features,
+                                strategies=ctx.strategies, taxonomy=ctx.taxonomy)
+        try:
+            layers = resolve.build_layers(sel)
+            survivors = resolve.explain_flags(sel)
+        except ResolutionError:
+            continue
+        for exact, flag, later in shadowed_exact_overrides(layers, variant, hw_id, strategy):
+            if (exact, flag, later) not in seen:
+                seen.add((exact, flag, later))
+                yield _warn(item, layer_path(item.doc.data, exact), "exact-override-shadowed",
+                            f"{flag} from {exact} is replaced by {later} on {hw_id} ({strategy}): "
+                            "the exact-GPU override loses the last-wins dedupe")
+        yield from _duplicates_after_dedupe(item, survivors, hw_id, seen)
+
+
+def _duplicates_after_dedupe(item: LoadedRecipe, survivors: list, hw_id: str,
+                             seen: set) -> Iterator[LintWarning]:
+    """One flag that reaches the command twice (``--x=1`` and ``--x 1``): dedupe compares the
+    written token, so both survive and the server's argparse silently keeps the later one."""
+    origin: dict[str, str] = {}
+    for token, _value, layer in survivors:
+        name = str(token).split("=", 1)[0]
+        if not name.startswith("-"):
+            continue
+        if name in origin and (name, origin[name], layer) not in seen:
+            seen.add((name, origin[name], layer))
+            yield _warn(item, layer_path(item.doc.data, layer), "flag-survives-dedupe-twice",
+                        f"{name} reaches the {hw_id} command twice (from {origin[name]} and {layer}); "
+                        "the later one wins in vLLM")
+        origin.setdefault(name, layer)
+
+
+def generations_by_brand(taxonomy: Taxonomy) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for profile in taxonomy.hardware_profiles.values():
+        out.setdefault(profile.brand.lower(), set()).add(profile.generation)
+    return out
+
+
+def check_hidden_vendor_fallback(item: LoadedRecipe, taxonomy: Taxonomy) -> Iterator[LintWarning]:
+    for path, generation in hidden_vendor_fallbacks(item, generations_by_brand(taxonomy)):
+        yield _warn(item, path, "generation-hides-nvidia",
+                    f"on {generation} hardware this {generation} block replaces the 'nvidia' block beside it "
+                    "(the builder takes overrides[generation] || overrides.nvidia); repeat the nvidia flags "
+                    "here if they should apply")
+
+
+# ----------------------------------------------------------------- running the lint
+
+
+def find_root_of(path: Path) -> Path | None:
+    """The recipes root a file or folder belongs to: the nearest folder with taxonomy.yaml."""
+    for folder in (path.resolve(), *path.resolve().parents):
+        if (folder / "taxonomy.yaml").is_file() and (folder / "models").is_dir():
+            return folder
+    return None
+
+
+def lint_items(root: RecipeRoot, items: list[LoadedRecipe]) -> list[LintWarning]:
+    """All checks, static and resolved, over the given recipes of one root."""
+    vocab = Vocabulary.from_taxonomy(root.taxonomy, list(root.strategies))
+    corpus = root.corpus
+    warnings: list[LintWarning] = []
+    for item in items:
+        warnings += lint_recipe(item, vocab)
+        warnings += check_hidden_vendor_fallback(item, root.taxonomy)
+        ctx = ResolutionContext(corpus.recipe(item.ref), corpus.strategies, corpus.taxonomy)
+        warnings += check_resolved(item, ctx)
+    return sorted(set(warnings), key=lambda w: (_file_of(w.where), _line_of(w.where), w.code, w.message))
+
+
+def _file_of(where: str) -> str:
+    return where.rsplit(":", 1)[0] if where.rsplit(":", 1)[-1].isdigit() else where
+
+
+def _line_of(where: str) -> int:
+    tail = where.rsplit(":", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+def items_for_paths(root: RecipeRoot, paths: list[Path]) -> list[LoadedRecipe]:
+    """Recipes named by files or folders under ``root`` (all of them when no path is given)."""
+    if not paths:
+        return root.load_all()
+    chosen: list[Path] = []
+    for path in paths:
+        chosen += sorted(path.glob("**/*.yaml")) if path.is_dir() else [path]
+    models = (root.root / "models").resolve()
+    return [root.load(str(p)) for p in chosen if p.resolve().is_relative_to(models)]
