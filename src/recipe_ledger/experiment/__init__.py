@@ -1,0 +1,1 @@
+"""Experiments: what to compare (arms), how to measure (instruments, points, repeats), the bar."""

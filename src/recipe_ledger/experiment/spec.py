@@ -1,0 +1,170 @@
+"""The experiment spec (``experiments/*.yaml``): strict, versioned, with a JSON Schema.
+
+An experiment names a box, a control arm and one or more candidate arms, the instruments that
+measure them, the points of the sweep (concurrency levels), how many times each arm is launched
+(repeats, interleaved ABBA, a fresh launch each time) and the bars that decide the verdict.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+
+from recipe_ledger.spec.validate import validate_doc
+from recipe_ledger.spec.yamlfile import load_yaml
+
+EXPERIMENT_SCHEMA_VERSION = 1
+
+
+class _Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Overrides(_Closed):
+    """Changes on top of an arm's resolved command: extra flags (last wins) and environment."""
+
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    remove_args: list[str] = Field(default_factory=list, description="Flags to drop, with their values.")
+
+
+class RecipeArm(_Closed):
+    kind: Literal["recipe"] = "recipe"
+    recipe: str = Field(description="Recipe name, org/name or path under the recipes root.")
+    hardware: str | None = Field(default=None, description="Taxonomy id; default: the box's.")
+    strategy: str | None = None
+    variant: str | None = None
+    features: list[str] | None = Field(default=None, description="Default: the recipe's default features.")
+    model_path: str | None = Field(
+        default=None, description="Serve this local directory instead of the recipe's model id."
+    )
+    overrides: Overrides = Field(default_factory=Overrides)
+
+
+class CommandArm(_Closed):
+    kind: Literal["command"] = "command"
+    argv: list[str] = Field(min_length=1, description="The server command, e.g. [vllm, serve, DIR, ...].")
+    env: dict[str, str] = Field(default_factory=dict)
+    overrides: Overrides = Field(default_factory=Overrides)
+
+
+class ReleaseArm(_Closed):
+    kind: Literal["release"] = "release"
+    release: str = Field(description="LANE@VERSION of a published release.")
+    overrides: Overrides = Field(default_factory=Overrides)
+
+
+def _arm_kind(value: Any) -> str:
+    """An arm's kind, written or implied by its main key (recipe:, argv:, release:)."""
+    if isinstance(value, BaseModel):
+        return str(getattr(value, "kind"))
+    if isinstance(value, dict):
+        if "kind" in value:
+            return str(value["kind"])
+        for key, kind in (("recipe", "recipe"), ("argv", "command"), ("release", "release")):
+            if key in value:
+                return kind
+    return "recipe"
+
+
+Arm = Annotated[
+    Annotated[RecipeArm, Tag("recipe")] | Annotated[CommandArm, Tag("command")] | Annotated[ReleaseArm, Tag("release")],
+    Discriminator(_arm_kind),
+]
+
+
+class Instrument(_Closed):
+    """A benchmark client: the tight default is ``vllm bench serve``; ``command`` runs a script
+    that prints JSON metrics (for studies with no server)."""
+
+    name: str
+    kind: Literal["vllm_bench_serve", "sglang_bench_serving", "command"]
+    options: dict[str, Any] = Field(default_factory=dict)
+    command: list[str] | None = Field(
+        default=None,
+        description="For kind=command: argv template; {arm}, {point}, {repeat}, {seed}, {out} are filled in.",
+    )
+
+    @model_validator(mode="after")
+    def _command_needs_argv(self) -> Instrument:
+        if self.kind == "command" and not self.command:
+            raise ValueError("an instrument of kind 'command' needs a 'command' argv template")
+        return self
+
+
+class Bar(_Closed):
+    metric: str = Field(description="Normalized metric name, e.g. output_tps_total, ttft_ms_p50.")
+    point: int | Literal["all"] = Field(description="The sweep point the bar applies to, or 'all'.")
+    direction: Literal["higher", "lower"]
+    min_effect: float = Field(gt=0, lt=10, description="Smallest relative effect that matters (0.03 = 3%).")
+    instrument: str | None = Field(default=None, description="Default: the first instrument.")
+
+
+class Server(_Closed):
+    launcher: Literal["process", "docker"] = "process"
+    image: str | None = Field(default=None, description="Docker image (by digest, ideally) for launcher=docker.")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    health_timeout_s: float = Field(default=600, gt=0)
+    needs_server: bool = True
+    volumes: dict[str, str] = Field(default_factory=dict, description="host path -> container path")
+    gpus: Literal["all", "none"] | int = "none"
+
+
+class Calibration(_Closed):
+    repeats: int = Field(default=3, ge=2, description="A/A launches of the control.")
+    max_age_days: float = Field(default=14, gt=0)
+
+
+class Experiment(_Closed):
+    schema_version: int = Field(default=EXPERIMENT_SCHEMA_VERSION)
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    hypothesis: str
+    box: str
+    engine: Literal["vllm", "sglang", "none"] = "vllm"
+    server: Server = Field(default_factory=Server)
+    control: Arm
+    candidates: dict[str, Arm] = Field(min_length=1)
+    instruments: list[Instrument] = Field(min_length=1)
+    points: list[int] = Field(min_length=1, description="Sweep points, e.g. concurrency 1, 2, 4, 8, 16.")
+    repeats: int = Field(default=2, ge=1, description="Launches per arm, interleaved ABBA.")
+    bars: list[Bar] = Field(min_length=1)
+    calibration: Calibration = Field(default_factory=Calibration)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _names_are_consistent(self) -> Experiment:
+        if "control" in self.candidates:
+            raise ValueError("'control' is the control arm's name; give the candidate another name")
+        instruments = {i.name for i in self.instruments}
+        for bar in self.bars:
+            if bar.instrument and bar.instrument not in instruments:
+                raise ValueError(f"bar names instrument {bar.instrument!r}, not one of {sorted(instruments)}")
+            if bar.point != "all" and bar.point not in self.points:
+                raise ValueError(f"bar point {bar.point} is not one of the points {self.points}")
+        return self
+
+    @property
+    def arm_names(self) -> list[str]:
+        return ["control", *self.candidates]
+
+    def arm(self, name: str) -> RecipeArm | CommandArm | ReleaseArm:
+        return self.control if name == "control" else self.candidates[name]
+
+
+def load_experiment(path: Path | str) -> Experiment:
+    """Load and validate an experiment file; errors name the file, the line and the field."""
+    doc = load_yaml(Path(path))
+    if isinstance(doc.data, dict) and doc.data.get("schema_version", 1) > EXPERIMENT_SCHEMA_VERSION:
+        from recipe_ledger.errors import SpecError
+
+        raise SpecError(
+            f"schema_version {doc.data['schema_version']} is newer than this tool understands "
+            f"({EXPERIMENT_SCHEMA_VERSION})", where=doc.where(("schema_version",)), hint="upgrade recipe-ledger")
+    return validate_doc(doc, Experiment, what="experiment")
+
+
+def experiment_json_schema() -> dict:
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **Experiment.model_json_schema()}

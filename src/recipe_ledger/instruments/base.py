@@ -1,0 +1,112 @@
+"""What every instrument shares: the context of one measurement and its result."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from recipe_ledger.errors import LedgerError
+
+
+class InstrumentError(LedgerError):
+    """A measurement that could not be taken or read (the client failed, its output is unusable)."""
+
+    def __init__(self, message: str, *, where: str | None = None, hint: str | None = None,
+                 output_tail: str = ""):
+        super().__init__(message, where=where, hint=hint)
+        self.output_tail = output_tail
+
+
+# Normalized metric names and their units (DESIGN.md). Every instrument maps into these.
+UNITS: dict[str, str] = {
+    "ttft_ms_p50": "ms", "ttft_ms_p90": "ms", "ttft_ms_p99": "ms", "ttft_ms_mean": "ms",
+    "tpot_ms_p50": "ms", "tpot_ms_p90": "ms", "tpot_ms_p99": "ms", "tpot_ms_mean": "ms",
+    "itl_ms_p50": "ms", "itl_ms_p90": "ms", "itl_ms_p99": "ms", "itl_ms_mean": "ms",
+    "e2el_ms_p50": "ms", "e2el_ms_p90": "ms", "e2el_ms_p99": "ms", "e2el_ms_mean": "ms",
+    "output_tps_total": "tok/s", "total_tps": "tok/s", "request_rps": "req/s",
+    "decode_tps_per_stream": "tok/s", "completed": "requests", "failed": "requests",
+    "spec_accept_len": "tokens", "spec_accept_rate": "ratio", "prefix_cache_hit_rate": "ratio",
+    "tokens_per_step": "tokens", "duration_s": "s",
+}
+
+
+@dataclass(frozen=True)
+class MeasureContext:
+    """One measurement: which arm, sweep point and repeat; where the server is; where raw goes."""
+
+    arm: str
+    point: int
+    repeat: int
+    seed: int
+    out_dir: Path
+    base_url: str | None = None
+    model_name: str | None = None
+    tokenizer: str | None = None
+
+    @property
+    def stem(self) -> str:
+        return f"{self.arm}-p{self.point}-r{self.repeat}"
+
+
+@dataclass
+class Measurement:
+    instrument: str
+    instrument_version: str
+    context: MeasureContext
+    metrics: dict[str, float]
+    raw_path: Path
+    raw_sha256: str
+    wall_s: float
+    argv: list[str] = field(default_factory=list)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return "sha256:" + digest.hexdigest()
+
+
+def run_client(argv: list[str], *, env: dict[str, str] | None, log_path: Path, timeout_s: float) -> float:
+    """Run a benchmark client to completion, its output to ``log_path``; return the wall time.
+
+    A non-zero exit is an InstrumentError carrying the tail of the output. The client runs in
+    its own session so that Ctrl-C in the terminal reaches the runner first, which then stops it.
+    """
+    start = time.monotonic()
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout_s)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    if code != 0:
+        tail = log_path.read_text(errors="replace")[-2000:]
+        raise InstrumentError(f"{Path(argv[0]).name} exited with {code}", where=str(log_path),
+                              hint=f"read {log_path}", output_tail=tail)
+    return time.monotonic() - start
+
+
+def last_json_object(text: str) -> dict:
+    """The last line of ``text`` that parses as a JSON object (scripts may print logs first)."""
+    for line in reversed(text.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                return value
+    raise InstrumentError("no JSON object on the output's last lines")
+
+
+def numeric_only(values: dict) -> dict[str, float]:
+    return {k: float(v) for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
