@@ -41,6 +41,10 @@ def _register() -> None:
 
     main.add_command(recipe_commands.recipe)
     main.add_command(recipe_commands.fit)
+    from recipe_ledger.cli import ledger_commands
+
+    for command in ledger_commands.COMMANDS:
+        main.add_command(command)
 
 
 _register()

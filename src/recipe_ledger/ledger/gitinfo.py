@@ -1,0 +1,144 @@
+"""Everything the ledger asks of git, in one place (GitPython).
+
+- where the project's top level is (the default ``--root``);
+- the provenance stamped on every entry: the commit, whether the tree was dirty, and the git blob
+  hash of each script an entry names;
+- the ledger folder as it stood in every commit, for ``ledger verify --history``.
+
+The ledger folder itself is left out of the dirty check: appending an entry must not make the next
+entry claim a dirty tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from recipe_ledger.errors import InputError
+
+LEDGER_DIR = "ledger"
+
+
+def _repo(path: Path):  # -> git.Repo | None
+    import git  # imported lazily: reading and verifying a ledger does not need it
+
+    try:
+        return git.Repo(path, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return None
+
+
+def top_level(start: Path) -> Path:
+    """The git top level of ``start`` (the default root of every ledger command)."""
+    repo = _repo(start)
+    if repo is None or repo.working_tree_dir is None:
+        raise InputError(
+            "not inside a git working tree", where=str(start), hint="pass --root DIR, or run `git init`"
+        )
+    return Path(repo.working_tree_dir)
+
+
+def blob_hash(data: bytes) -> str:
+    """The id git gives a file with this content (``git hash-object``), without running git."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def script_blobs(root: Path, scripts: Sequence[str]) -> dict[str, str]:
+    """``{path: blob hash}`` of the working-tree files an entry names, as they are right now.
+
+    Hashing the file on disk (not HEAD's copy) pins what actually ran, dirty or not.
+    """
+    blobs = {}
+    for name in sorted(set(scripts)):
+        path = root / name
+        if not path.is_file():
+            raise InputError("script named by the entry does not exist", where=name, hint="ls scripts/")
+        blobs[name] = blob_hash(path.read_bytes())
+    return blobs
+
+
+def snapshot(root: Path) -> dict[str, Any] | None:
+    """``{"commit": sha or None, "dirty": bool}`` of the repository at ``root``; None outside git."""
+    repo = _repo(root)
+    if repo is None:
+        return None
+    try:
+        commit = repo.head.commit.hexsha
+    except ValueError:  # a repository without any commit yet
+        commit = None
+    status = repo.git.status("--porcelain", "--untracked-files=no", "--", ".", f":(exclude){LEDGER_DIR}")
+    return {"commit": commit, "dirty": bool(status.strip())}
+
+
+@dataclass(frozen=True)
+class LedgerChange:
+    """One ledger file that differs between a commit and one of its parents."""
+
+    commit: str
+    parent: str
+    path: str
+    old: bytes
+    new: bytes | None  # None: the commit removed the file
+
+
+def ledger_changes(root: Path) -> Iterator[LedgerChange]:
+    """Every change to a file under ``ledger/`` between any reachable commit and each parent."""
+    repo = _repo(root)
+    if repo is None:
+        raise InputError("not inside a git working tree", where=str(root), hint="git init")
+    try:
+        commits = list(repo.iter_commits("HEAD"))
+    except ValueError:
+        return  # no commits yet: no history to check
+    for commit in commits:
+        new = _ledger_tree(commit.tree)
+        for parent in commit.parents:
+            old = _ledger_tree(parent.tree)
+            if old is None or (new is not None and old.hexsha == new.hexsha):
+                continue  # the ledger folder is identical (or absent before): nothing to compare
+            yield from _changes(repo, commit.hexsha, parent.hexsha, _blobs(old), _blobs(new))
+
+
+def working_tree_changes(root: Path) -> Iterator[LedgerChange]:
+    """Ledger files on disk compared with HEAD's copies (what the next commit would record)."""
+    repo = _repo(root)
+    if repo is None:
+        return
+    try:
+        head = repo.head.commit
+    except ValueError:
+        return
+    top = Path(repo.working_tree_dir or root)
+    for path, sha in _blobs(_ledger_tree(head.tree)).items():
+        disk = top / path
+        data = disk.read_bytes() if disk.is_file() else None
+        if data is None or blob_hash(data) != sha:
+            yield LedgerChange("working tree", head.hexsha, path, _read_blob(repo, sha), data)
+
+
+def _changes(repo, commit: str, parent: str, old: dict[str, str], new: dict[str, str]):
+    for path, sha in old.items():
+        if new.get(path) == sha:
+            continue
+        data = _read_blob(repo, new[path]) if path in new else None
+        yield LedgerChange(commit, parent, path, _read_blob(repo, sha), data)
+
+
+def _ledger_tree(tree):  # -> git.Tree | None
+    try:
+        return tree / LEDGER_DIR
+    except KeyError:
+        return None
+
+
+def _blobs(sub) -> dict[str, str]:
+    if sub is None:
+        return {}
+    return {item.path: item.hexsha for item in sub.traverse() if item.type == "blob"}
+
+
+def _read_blob(repo, sha: str) -> bytes:
+    return repo.odb.stream(bytes.fromhex(sha)).read()

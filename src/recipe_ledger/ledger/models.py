@@ -1,0 +1,260 @@
+"""Entry kinds and their versioned payloads (pydantic v2, strict, extra="forbid").
+
+Every payload carries ``schema_version``. A stored entry is never rewritten, so an old payload is
+read by upgrading a *copy* step by step (``register_upgrade``), asv-style: version 1 -> 2 -> ...
+-> the current model. A payload newer than this tool knows is refused with a clear message rather
+than half-read; the stored line is untouched either way.
+
+To extend a kind (a later issue builds full release specs on top of ``ReleasePayload``): add the
+fields to a new model with ``schema_version: Literal[2]``, register an upgrade from 1, and point
+``MODELS`` at the new model. Entries written under version 1 keep verifying byte for byte.
+
+The envelope around a payload (id, seq, prev, writer, ts, git, refs) is described by ``Envelope``;
+the hot paths (verify, log) read entries as plain dicts and never build these models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from recipe_ledger.errors import InputError, StateError
+
+FORMAT_VERSION = 1  # the envelope / line layout; see chain.py
+
+EntryId = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+ContentHash = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+Scalar = str | int | float | bool
+Relation = Literal["see", "retracts", "evidence", "supersedes", "reproduces"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class Origin(Strict):
+    """Where an entry's content comes from: measured on this box, imported from a document, or stated."""
+
+    how: Literal["measured", "imported", "stated"] = "stated"
+    source: str | None = None  # the document or run it was taken from
+    item: str | None = None  # a stable key inside that source: re-importing skips what is there
+    as_of: str | None = None  # the date the source gives for it (ISO), when it is not the entry's ts
+
+
+class Payload(Strict):
+    kind: ClassVar[str] = ""
+    schema_version: int
+    origin: Origin = Origin()
+    scripts: list[str] = []  # paths under scripts/; the envelope pins their git blob hashes
+    artifacts: dict[str, ContentHash] = {}  # raw outputs kept outside the ledger, by content hash
+
+
+class ResultPayload(Payload):
+    kind: ClassVar[str] = "result"
+    schema_version: Literal[1] = 1
+    subject: str = Field(min_length=1)  # what was measured: a lane, an experiment, an arm
+    text: str = ""
+    metrics: dict[str, float] = {}
+    conditions: dict[str, Scalar] = {}
+    verdict: str | None = None
+
+
+class FailurePayload(Payload):
+    kind: ClassVar[str] = "failure"
+    schema_version: Literal[1] = 1
+    subject: str = Field(min_length=1)
+    cause_class: Literal["no-boot", "oom", "hang", "crash", "slow-boot", "bad-output", "config", "other"]
+    cause: str = Field(min_length=1)
+    log_tail: str | None = Field(None, max_length=4000)  # the last lines; the full log is an artifact
+    minutes_lost: float | None = None
+    conditions: dict[str, Scalar] = {}
+    fix: str | None = None
+
+
+class CalibrationPayload(Payload):
+    kind: ClassVar[str] = "calibration"
+    schema_version: Literal[1] = 1
+    instrument: str = Field(min_length=1)
+    metric: str = Field(min_length=1)
+    unit: str | None = None
+    sigma: float | None = None
+    spread: float | None = None  # half-width of the observed band, in `unit`
+    repeats: list[float] = []
+    text: str = ""
+    conditions: dict[str, Scalar] = {}
+
+
+class ImagePin(Strict):
+    ref: str  # as given: a tag or a digest reference
+    digest: str | None = None
+    pinned: bool = False  # True only with a digest: a tag can move under you
+
+    @model_validator(mode="after")
+    def _pinned_means_digest(self) -> ImagePin:
+        if self.pinned != (self.digest is not None):
+            raise ValueError("pinned must be true exactly when a digest is given")
+        return self
+
+
+class ModelPin(Strict):
+    name: str | None = None
+    path: str | None = None
+    revision: str | None = None
+
+
+class ReleasePayload(Payload):
+    kind: ClassVar[str] = "release"
+    schema_version: Literal[1] = 1
+    lane: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    lane_title: str | None = None
+    version: str = Field(min_length=1)
+    changes: list[str] = []
+    command: str | None = None
+    flags: list[str] = []
+    image: ImagePin | None = None
+    model: ModelPin | None = None
+    metrics: dict[str, float] = {}
+    supersedes: EntryId | None = None
+    spec_sha256: ContentHash | None = None  # the full release spec, once releases have one
+
+
+class RetractionPayload(Payload):
+    kind: ClassVar[str] = "retraction"
+    schema_version: Literal[1] = 1
+    target: EntryId
+    reason: str = Field(min_length=1)
+    evidence: list[EntryId] = []
+
+
+class ReproductionPayload(Payload):
+    kind: ClassVar[str] = "reproduction"
+    schema_version: Literal[1] = 1
+    target: EntryId
+    outcome: Literal["reproduced", "not-reproduced", "inconclusive"]
+    text: str = ""
+    metrics: dict[str, float] = {}
+
+
+class NotePayload(Payload):
+    kind: ClassVar[str] = "note"
+    schema_version: Literal[1] = 1
+    text: str = Field(min_length=1)
+    title: str | None = None
+    numbers: dict[str, float | str] = {}
+    tags: list[str] = []
+
+
+MODELS: dict[str, type[Payload]] = {
+    m.kind: m
+    for m in (
+        ResultPayload,
+        FailurePayload,
+        CalibrationPayload,
+        ReleasePayload,
+        RetractionPayload,
+        ReproductionPayload,
+        NotePayload,
+    )
+}
+KINDS = tuple(MODELS)
+
+
+class Ref(Strict):
+    rel: Relation
+    id: EntryId
+
+
+class GitState(Strict):
+    commit: str | None
+    dirty: bool
+    scripts: dict[str, str] = {}
+
+
+class Envelope(Strict):
+    """A whole stored entry, for readers that want types (tests, exporters); not used by verify."""
+
+    id: EntryId
+    v: Literal[1]
+    seq: int = Field(ge=0)
+    prev: EntryId | None
+    ts: str
+    writer: str
+    kind: str
+    refs: list[Ref]
+    git: GitState | None
+    payload: dict[str, Any]
+
+
+# (kind, from_version) -> function turning a payload dict of that version into the next one.
+_UPGRADES: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def register_upgrade(kind: str, from_version: int):
+    """Decorator: register the step that turns a ``kind`` payload of ``from_version`` into the next."""
+
+    def decorate(step: Callable[[dict[str, Any]], dict[str, Any]]):
+        _UPGRADES[(kind, from_version)] = step
+        return step
+
+    return decorate
+
+
+def current_version(kind: str) -> int:
+    return MODELS[kind].model_fields["schema_version"].default
+
+
+def load_payload(kind: str, data: dict[str, Any], *, where: str = "payload") -> Payload:
+    """The typed, current-version payload of a stored entry (upgrading a copy if it is older)."""
+    if kind not in MODELS:
+        raise StateError(f"unknown entry kind {kind!r}; written by a newer recipe-ledger?", where=where,
+                         hint="pip install -U recipe-ledger")
+    data = upgrade(kind, dict(data), where=where)
+    return validate_payload(kind, data, where=where)
+
+
+def upgrade(kind: str, data: dict[str, Any], *, where: str = "payload") -> dict[str, Any]:
+    version, target = data.get("schema_version"), current_version(kind)
+    if not isinstance(version, int):
+        raise InputError("payload has no integer schema_version", where=where)
+    if version > target:
+        raise StateError(
+            f"{kind} payload schema_version {version} is newer than this tool reads ({target}); "
+            "nothing was changed",
+            where=where,
+            hint="pip install -U recipe-ledger",
+        )
+    while version < target:
+        step = _UPGRADES.get((kind, version))
+        if step is None:
+            raise StateError(f"no upgrade from {kind} schema_version {version}", where=where)
+        data = step(data)
+        version = data["schema_version"]
+    return data
+
+
+def validate_payload(kind: str, data: dict[str, Any] | Payload, *, where: str = "payload") -> Payload:
+    """Validate ``data`` as a current-version payload of ``kind`` (an InputError names the field)."""
+    model = MODELS.get(kind)
+    if model is None:
+        raise InputError(f"unknown entry kind {kind!r}", where=where, hint=f"one of: {', '.join(KINDS)}")
+    if isinstance(data, Payload):
+        data = data.model_dump(mode="json")
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "payload"
+        raise InputError(f"{kind} {field}: {first['msg']}", where=where) from None
+
+
+def implied_refs(payload: Payload) -> list[tuple[str, str]]:
+    """Refs that a payload's own fields imply, so folding never has to parse payloads."""
+    if isinstance(payload, RetractionPayload):
+        return [("retracts", payload.target)] + [("evidence", e) for e in payload.evidence]
+    if isinstance(payload, ReproductionPayload):
+        return [("reproduces", payload.target)]
+    if isinstance(payload, ReleasePayload) and payload.supersedes:
+        return [("supersedes", payload.supersedes)]
+    return []

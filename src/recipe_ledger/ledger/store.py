@@ -1,0 +1,282 @@
+"""The ledger folder: one chain file per writer, appending, reading, finding entries by id.
+
+Layout under the project root::
+
+    ledger/format.json          {"format":"recipe-ledger","version":1}
+    ledger/.gitattributes       no end-of-line conversion: the bytes are what is hashed
+    ledger/<writer>.jsonl       one hash chain per writer (a box), see chain.py
+    ledger/quarantine/*.torn    torn tails moved aside by `ledger verify --repair`
+
+One file per writer is what lets two clones on two boxes append independently and merge with a
+plain ``git merge``: each side only ever appends to its own file, so git never sees both sides
+change the same file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from recipe_ledger.errors import InputError, StateError, UnknownIdError
+from recipe_ledger.ledger import chain, gitinfo
+from recipe_ledger.ledger.models import FORMAT_VERSION, Payload, implied_refs, validate_payload
+from recipe_ledger.redact import redact_obj
+
+LEDGER_DIR = gitinfo.LEDGER_DIR
+FORMAT_FILE = "format.json"
+QUARANTINE_DIR = "quarantine"
+WRITER_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+GITATTRIBUTES = "# The ledger hashes exact bytes: never convert line endings.\n*.jsonl -text\nquarantine/** -text\n"
+_AUTO = object()  # sentinel: take the git snapshot at append time
+_FREEZE_AT = 20_000  # entries loaded at once above which they are hidden from the cyclic GC
+
+RefSpec = str | tuple[str, str]  # an id (relation "see") or (relation, id)
+
+
+def default_writer() -> str:
+    """This box's writer name: $RECIPE_LEDGER_WRITER, else the host name made file-safe."""
+    name = os.environ.get("RECIPE_LEDGER_WRITER") or socket.gethostname()
+    return re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-._") or "box"
+
+
+def check_writer(writer: str) -> str:
+    if not WRITER_RE.match(writer):
+        raise InputError(
+            f"writer name {writer!r} is not file-safe (lower-case letters, digits, '.', '_', '-')",
+            where="--writer",
+        )
+    return writer
+
+
+class Ledger:
+    """A ledger folder under a project root. Cheap to create; reads are cached until an append."""
+
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+        self.dir = self.root / LEDGER_DIR
+        self._cache: list[dict[str, Any]] | None = None
+        self._by_id: dict[str, dict[str, Any]] | None = None
+
+    # -- set-up -----------------------------------------------------------------------------
+
+    @classmethod
+    def init(cls, root: Path | str) -> Ledger:
+        """Create ``ledger/`` with its format marker; idempotent."""
+        ledger = cls(root)
+        if not ledger.root.is_dir():
+            raise InputError("project root does not exist", where=str(ledger.root))
+        ledger.dir.mkdir(exist_ok=True)
+        _write_once(ledger.dir / FORMAT_FILE, _format_marker())
+        _write_once(ledger.dir / ".gitattributes", GITATTRIBUTES.encode())
+        ledger.check_format()
+        return ledger
+
+    @classmethod
+    def open(cls, root: Path | str) -> Ledger:
+        """An existing ledger; a clear error if there is none or it is newer than this tool."""
+        ledger = cls(root)
+        ledger.check_format()
+        return ledger
+
+    def check_format(self) -> None:
+        marker = self.dir / FORMAT_FILE
+        if not marker.is_file():
+            raise StateError("no ledger here", where=str(self.dir), hint=f"ledger init --root {self.root}")
+        try:
+            version = json.loads(marker.read_text())["version"]
+        except (ValueError, KeyError, TypeError):
+            raise StateError("format marker is unreadable", where=str(marker), hint="git diff ledger/") from None
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise StateError(
+                f"ledger format {version} is newer than this tool reads ({FORMAT_VERSION}); nothing was changed",
+                where=str(marker),
+                hint="pip install -U recipe-ledger",
+            )
+
+    # -- paths ------------------------------------------------------------------------------
+
+    def chain_path(self, writer: str) -> Path:
+        return self.dir / f"{check_writer(writer)}.jsonl"
+
+    def chain_files(self) -> list[Path]:
+        return sorted(self.dir.glob("*.jsonl"))
+
+    def quarantine_path(self, chain_file: Path) -> Path:
+        return self.dir / QUARANTINE_DIR / f"{chain_file.stem}.torn"
+
+    def rel(self, path: Path) -> str:
+        """A path as the user should see it: relative to the project root."""
+        try:
+            return str(path.relative_to(self.root))
+        except ValueError:
+            return str(path)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every complete entry of every chain, oldest first (by time, then writer and seq)."""
+        if self._cache is None:
+            with chain.no_gc() as pause:
+                found = [entry for path in self.chain_files() for entry in self.read_chain(path)]
+                found.sort(key=lambda e: (e.get("ts", ""), e.get("writer", ""), e.get("seq", 0)))
+                pause.keep = len(found) >= _FREEZE_AT
+            self._cache = found
+        return self._cache
+
+    def read_chain(self, path: Path) -> list[dict[str, Any]]:
+        """The complete lines of one chain as dicts; a torn tail is left for `verify` to report."""
+        _, lines, _torn = chain.split_lines(path.read_bytes())
+        try:
+            return [chain.parse_line(line) for line in lines]
+        except ValueError:
+            bad = next(n for n, line in enumerate(lines, 1) if not _parses(line))
+            raise StateError("line is not valid JSON", where=f"{self.rel(path)}:{bad}",
+                             hint="ledger verify") from None
+
+    def by_id(self) -> dict[str, dict[str, Any]]:
+        if self._by_id is None:
+            self._by_id = {entry["id"]: entry for entry in self.entries()}
+        return self._by_id
+
+    def get(self, id_or_prefix: str) -> dict[str, Any]:
+        """The entry with this id or unique id prefix (at least 4 hex digits)."""
+        prefix = id_or_prefix.strip().lower()
+        if not re.fullmatch(r"[0-9a-f]{4,64}", prefix):
+            raise InputError(f"{id_or_prefix!r} is not an entry id (4 to 64 hex digits)", hint="ledger log")
+        matches = self._matches(prefix)
+        if not matches and self._cache is not None:
+            self.refresh()  # another process may have appended since this instance last read
+            matches = self._matches(prefix)
+        if not matches:
+            raise UnknownIdError(f"no entry with id {id_or_prefix}", where=str(self.dir), hint="ledger log")
+        if len(matches) > 1:
+            shown = ", ".join(m[:12] for m in sorted(matches)[:5])
+            raise InputError(f"id prefix {id_or_prefix} is ambiguous: {shown}", hint="give more digits")
+        return self.by_id()[matches[0]]
+
+    def _matches(self, prefix: str) -> list[str]:
+        index = self.by_id()
+        if prefix in index:
+            return [prefix]
+        return [entry_id for entry_id in index if entry_id.startswith(prefix)]
+
+    def refresh(self) -> None:
+        """Forget cached reads (the next read sees what other processes appended)."""
+        self._cache = self._by_id = None
+
+    # -- appending --------------------------------------------------------------------------
+
+    def append(
+        self,
+        kind: str,
+        payload: Payload | dict[str, Any],
+        *,
+        writer: str,
+        refs: Sequence[RefSpec] = (),
+        git: Any = _AUTO,
+        clock: Callable[[], str] = chain.utc_now,
+        durable: bool = True,
+    ) -> dict[str, Any]:
+        """Validate, redact, stamp and append one entry; return it as stored.
+
+        ``git`` defaults to a snapshot taken now; a runner passes the snapshot it took at launch
+        (that is the state the number belongs to), and None records no git state.
+        """
+        self.check_format()
+        fields = self._body_fields(kind, payload, writer, refs, git)
+        # Refuse an oversized entry before touching the chain file (the real line differs only in
+        # seq, prev and ts, which this worst case already counts).
+        _check_size(chain.encode_line({**fields, "seq": 10**12, "prev": "0" * 64, "ts": clock()})[1], kind)
+
+        def make_line(head: dict[str, Any] | None) -> bytes:
+            # Runs under the chain's lock: seq and prev come from the line that is really last.
+            body = {**fields, "seq": 0 if head is None else head["seq"] + 1,
+                    "prev": None if head is None else head["id"], "ts": clock()}
+            _, line = chain.encode_line(body)
+            _check_size(line, kind)
+            return line
+
+        line = chain.append_line(self.chain_path(writer), make_line, durable=durable)
+        return self._remember(json.loads(line))
+
+    def _body_fields(self, kind: str, payload: Payload | dict[str, Any], writer: str,
+                     refs: Sequence[RefSpec], git: Any) -> dict[str, Any]:
+        model = _clean_payload(kind, payload)
+        return {
+            "v": FORMAT_VERSION,
+            "writer": check_writer(writer),
+            "kind": kind,
+            "refs": self._checked_refs(list(refs) + implied_refs(model)),
+            "git": self._git_stamp(model, git),
+            "payload": model.model_dump(mode="json", exclude_none=True),
+        }
+
+    def _remember(self, entry: dict[str, Any]) -> dict[str, Any]:
+        if self._cache is not None:
+            self._cache.append(entry)
+        if self._by_id is not None:
+            self._by_id[entry["id"]] = entry
+        return entry
+
+    def _checked_refs(self, refs: Iterable[RefSpec]) -> list[dict[str, str]]:
+        out: list[dict[str, str]] = []
+        for spec in refs:
+            rel, ref_id = ("see", spec) if isinstance(spec, str) else spec
+            entry_id = self.get(ref_id)["id"]  # accepts prefixes; raises on unknown ids
+            if {"rel": rel, "id": entry_id} not in out:
+                out.append({"rel": rel, "id": entry_id})
+        return out
+
+    def _git_stamp(self, model: Payload, git: Any) -> dict[str, Any] | None:
+        state = gitinfo.snapshot(self.root) if git is _AUTO else git
+        if not model.scripts:
+            return None if state is None else {**state, "scripts": {}}
+        # Outside git a named script is still pinned by its blob hash; no commit means "dirty".
+        base = state if state is not None else {"commit": None, "dirty": True}
+        return {**base, "scripts": gitinfo.script_blobs(self.root, model.scripts)}
+
+
+def _clean_payload(kind: str, payload: Payload | dict[str, Any]) -> Payload:
+    data = payload.model_dump(mode="json", exclude_none=True) if isinstance(payload, Payload) else payload
+    # Redact before validation: a secret must never reach the bytes that get hashed and committed.
+    return validate_payload(kind, redact_obj(data), where=f"{kind} payload")
+
+
+def _check_size(line: bytes, kind: str) -> None:
+    if len(line) > chain.MAX_LINE_BYTES:
+        raise InputError(
+            f"{kind} entry would be {len(line):,} bytes; the limit is {chain.MAX_LINE_BYTES:,} bytes per entry",
+            where=f"{kind} payload",
+            hint="keep raw outputs in a file and reference it by content hash (payload.artifacts)",
+        )
+
+
+def _parses(line: str) -> bool:
+    try:
+        chain.parse_line(line)
+        return True
+    except ValueError:
+        return False
+
+
+def _format_marker() -> bytes:
+    return chain.canonical({"format": "recipe-ledger", "version": FORMAT_VERSION}) + b"\n"
+
+
+def _write_once(path: Path, data: bytes) -> None:
+    """Create ``path`` with ``data`` unless it exists (never overwrite anything in the ledger)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    chain.fsync_dir(path.parent)

@@ -1,0 +1,63 @@
+"""Read-side helpers for `ledger log` and `ledger show`: filtering by kind/status, one-line summaries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recipe_ledger.errors import InputError
+from recipe_ledger.ledger.fold import STATUSES, fold_statuses, referrers
+from recipe_ledger.ledger.models import KINDS
+from recipe_ledger.ledger.store import Ledger
+
+# The payload field that best says what an entry is about, per kind (first non-empty wins).
+_SUMMARY_FIELDS = {
+    "note": ("title", "text"),
+    "failure": ("cause",),
+    "retraction": ("reason",),
+    "result": ("text", "subject"),
+    "calibration": ("text", "instrument"),
+    "reproduction": ("outcome", "text"),
+}
+
+
+def query(ledger: Ledger, *, kind: str | None = None, status: str | None = None) -> list[tuple[dict, str]]:
+    """``[(entry, status)]`` oldest first, filtered by kind and folded status."""
+    if kind is not None and kind not in KINDS:
+        raise InputError(f"unknown kind {kind!r}", where="--kind", hint=f"one of: {', '.join(KINDS)}")
+    if status is not None and status not in STATUSES:
+        raise InputError(f"unknown status {status!r}", where="--status", hint=f"one of: {', '.join(STATUSES)}")
+    entries = ledger.entries()
+    statuses = fold_statuses(entries)
+    return [
+        (entry, statuses[entry["id"]])
+        for entry in entries
+        if (kind is None or entry.get("kind") == kind) and (status is None or statuses[entry["id"]] == status)
+    ]
+
+
+def summarize(entry: dict[str, Any], width: int = 90) -> str:
+    """One line saying what an entry is, from its payload (plain dict access, no models)."""
+    payload = entry.get("payload", {})
+    if entry.get("kind") == "release":
+        text = f"{payload.get('lane', '?')} {payload.get('version', '?')}: " + "; ".join(payload.get("changes", []))
+    else:
+        fields = _SUMMARY_FIELDS.get(entry.get("kind", ""), ("text",))
+        text = next((str(payload[f]) for f in fields if payload.get(f)), "")
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def detail(ledger: Ledger, id_or_prefix: str) -> dict[str, Any]:
+    """An entry, its folded status and everything that refers to it (for `ledger show`)."""
+    entry = ledger.get(id_or_prefix)
+    entries = ledger.entries()
+    statuses = fold_statuses(entries)
+    return {
+        "entry": entry,
+        "status": statuses[entry["id"]],
+        "referred_by": [
+            {"rel": rel, "id": other["id"], "kind": other["kind"], "status": statuses[other["id"]],
+             "summary": summarize(other)}
+            for rel, other in referrers(entries, entry["id"])
+        ],
+    }
