@@ -51,14 +51,67 @@ class Payload(Strict):
     artifacts: dict[str, ContentHash] = {}  # raw outputs kept outside the ledger, by content hash
 
 
+class ArmRecord(Strict):
+    """One arm of an experiment as it was launched."""
+
+    source: str  # what it was resolved from (recipe, hardware, strategy, variant, features)
+    fingerprint: ContentHash  # argv + env (redacted) + image: same fingerprint, same configuration
+    argv: list[str]
+    env: dict[str, str] = {}
+    image: str | None = None
+    model_sha256: ContentHash | None = None  # content hash of a local model directory
+
+
+class BarVerdict(Strict):
+    """One bar decided for one candidate against the control (see recipe_ledger.verdict)."""
+
+    candidate: str
+    metric: str
+    point: int | str
+    direction: Literal["higher", "lower"]
+    min_effect: float
+    outcome: Literal["win", "regression", "no-change", "inconclusive", "not-comparable"]
+    effect: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    mde: float | None = None
+    control: float | None = None
+    value: float | None = None
+    reason: str = ""
+
+
+class ExperimentRecord(Strict):
+    """What `ledger run` measured: enough to re-run it and to read the verdict without MLflow."""
+
+    name: str
+    spec: str  # path of the experiment file, relative to the repository
+    spec_sha256: ContentHash
+    hypothesis: str = ""
+    box: str
+    run_id: str
+    points: list[int]
+    repeats: int
+    schedule: list[str] = []  # "arm#repeat" in launch order (ABBA)
+    instruments: dict[str, str] = {}  # name -> version
+    arms: dict[str, ArmRecord]
+    bars: list[BarVerdict] = []
+    calibration: EntryId | None = None
+    calibration_inline: bool = False
+    method: str = ""
+    host: dict[str, str] = {}
+    duration_s: float | None = None
+
+
 class ResultPayload(Payload):
     kind: ClassVar[str] = "result"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     subject: str = Field(min_length=1)  # what was measured: a lane, an experiment, an arm
     text: str = ""
     metrics: dict[str, float] = {}
     conditions: dict[str, Scalar] = {}
     verdict: str | None = None
+    experiment: ExperimentRecord | None = None  # v2: set by `ledger run`
+    mlflow: dict[str, str] = {}  # v2: tracking URI and run ids, when the run was indexed at once
 
 
 class FailurePayload(Payload):
@@ -73,9 +126,20 @@ class FailurePayload(Payload):
     fix: str | None = None
 
 
+class PointNoise(Strict):
+    """The noise of one sweep point, from A/A launches of the same configuration."""
+
+    n: int = Field(ge=2)
+    mean: float
+    sigma: float = Field(ge=0)
+    cv: float = Field(ge=0)  # sigma / mean
+    max_spread: float = Field(ge=0)  # (max - min) / mean
+    samples: list[float] = []
+
+
 class CalibrationPayload(Payload):
     kind: ClassVar[str] = "calibration"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     instrument: str = Field(min_length=1)
     metric: str = Field(min_length=1)
     unit: str | None = None
@@ -84,6 +148,9 @@ class CalibrationPayload(Payload):
     repeats: list[float] = []
     text: str = ""
     conditions: dict[str, Scalar] = {}
+    key: str | None = None  # v2: what a run must match to reuse it (box, control, instrument, points)
+    method: str | None = None  # v2: the verdict method the numbers are meant for
+    points: dict[str, PointNoise] = {}  # v2: per sweep point
 
 
 class ImagePin(Strict):
@@ -249,6 +316,19 @@ def validate_payload(kind: str, data: dict[str, Any] | Payload, *, where: str = 
         raise InputError(f"{kind} {field}: {first['msg']}", where=where) from None
 
 
+@register_upgrade("result", 1)
+def _result_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
+    """v2 added the optional `experiment` record and `mlflow` ids; v1 results have neither."""
+    return {**data, "schema_version": 2}
+
+
+@register_upgrade("calibration", 1)
+def _calibration_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
+    """v2 added per-point noise (`points`), the match `key` and the `method`; a v1 calibration
+    keeps its single series in `repeats`/`sigma` and matches no run automatically."""
+    return {**data, "schema_version": 2}
+
+
 def implied_refs(payload: Payload) -> list[tuple[str, str]]:
     """Refs that a payload's own fields imply, so folding never has to parse payloads."""
     if isinstance(payload, RetractionPayload):
@@ -257,4 +337,6 @@ def implied_refs(payload: Payload) -> list[tuple[str, str]]:
         return [("reproduces", payload.target)]
     if isinstance(payload, ReleasePayload) and payload.supersedes:
         return [("supersedes", payload.supersedes)]
+    if isinstance(payload, ResultPayload) and payload.experiment and payload.experiment.calibration:
+        return [("evidence", payload.experiment.calibration)]
     return []
