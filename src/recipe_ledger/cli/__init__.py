@@ -37,12 +37,12 @@ def main() -> None:
 
 
 def _register() -> None:
-    from recipe_ledger.cli import recipe_commands
+    from recipe_ledger.cli import ledger_commands, recipe_commands, run_commands
 
     main.add_command(recipe_commands.recipe)
     main.add_command(recipe_commands.fit)
-    from recipe_ledger.cli import ledger_commands
-
+    main.add_command(run_commands.run_cmd)
+    main.add_command(run_commands.calibrate_cmd)
     for command in ledger_commands.COMMANDS:
         main.add_command(command)
 

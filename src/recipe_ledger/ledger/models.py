@@ -133,6 +133,7 @@ class PointNoise(Strict):
     mean: float
     sigma: float = Field(ge=0)
     cv: float = Field(ge=0)  # sigma / mean
+    sigma_log: float | None = Field(None, ge=0)  # standard deviation of ln(sample)
     max_spread: float = Field(ge=0)  # (max - min) / mean
     samples: list[float] = []
 
@@ -148,7 +149,7 @@ class CalibrationPayload(Payload):
     repeats: list[float] = []
     text: str = ""
     conditions: dict[str, Scalar] = {}
-    key: str | None = None  # v2: what a run must match to reuse it (box, control, instrument, points)
+    fingerprint: str | None = None  # v2: what a run must match to reuse it (box, control, instrument, points)
     method: str | None = None  # v2: the verdict method the numbers are meant for
     points: dict[str, PointNoise] = {}  # v2: per sweep point
 
@@ -324,7 +325,7 @@ def _result_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
 
 @register_upgrade("calibration", 1)
 def _calibration_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
-    """v2 added per-point noise (`points`), the match `key` and the `method`; a v1 calibration
+    """v2 added per-point noise (`points`), the match `fingerprint` and the `method`; a v1 calibration
     keeps its single series in `repeats`/`sigma` and matches no run automatically."""
     return {**data, "schema_version": 2}
 

@@ -1,0 +1,1 @@
+"""The one place the stages are wired: spec -> plan -> run -> measurements -> verdict -> record."""

@@ -1,0 +1,114 @@
+"""Measuring: launch an arm, run every sweep point through the instruments, tear down.
+
+One launch per (arm, repeat), so each repeat includes the server's start-up variance; between
+points the prefix cache is reset where the server offers it, and the server's counters are read
+before and after each point.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from recipe_ledger.experiment.spec import Instrument
+from recipe_ledger.instruments import command as command_instrument
+from recipe_ledger.instruments import server_metrics, vllm_bench
+from recipe_ledger.instruments.base import MeasureContext, Measurement
+from recipe_ledger.launch.containers import DockerLauncher
+from recipe_ledger.launch.process import ProcessLauncher
+from recipe_ledger.launch.spec import LaunchSpec
+from recipe_ledger.pipeline.plan import ArmPlan, RunPlan
+from recipe_ledger.pipeline.preflight import remember_flagset
+
+
+@dataclass
+class PointRecord:
+    """The numbers of one (arm, repeat, point, instrument), as kept in measurements.jsonl."""
+
+    arm: str
+    repeat: int
+    point: int
+    instrument: str
+    instrument_version: str
+    seed: int
+    metrics: dict[str, float]
+    server: dict[str, float] = field(default_factory=dict)
+    raw_file: str = ""
+    raw_sha256: str = ""
+    wall_s: float = 0.0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+Progress = Callable[[str, int, int], None]  # (arm, repeat, point) -> None, after each point
+
+
+def launch_spec(plan: RunPlan, arm: ArmPlan, repeat: int, run_dir: Path, run_id: str, tag: str = "") -> LaunchSpec:
+    server = plan.experiment.server
+    return LaunchSpec(
+        argv=arm.argv, env={**os.environ, **arm.env} if server.launcher == "process" else arm.env,
+        host=server.host, port=server.port, health_path="/health", health_timeout_s=server.health_timeout_s,
+        log_path=run_dir / f"server-{tag}{arm.name}-r{repeat}.log", run_id=run_id,
+        image=arm.image if server.launcher == "docker" else None, volumes=dict(server.volumes),
+        gpus=server.gpus,
+    )
+
+
+def launcher_for(plan: RunPlan):
+    return DockerLauncher() if plan.experiment.server.launcher == "docker" else ProcessLauncher()
+
+
+def client_env() -> dict[str, str]:
+    """The bench client runs from the serving venv; it needs the CPU device hint and no hub."""
+    return {**os.environ, "VLLM_TARGET_DEVICE": os.environ.get("VLLM_TARGET_DEVICE", "cpu"), "HF_HUB_OFFLINE": "1"}
+
+
+def measure_point(plan: RunPlan, arm: ArmPlan, instrument: Instrument, ctx: MeasureContext, repo: Path) -> Measurement:
+    if instrument.kind == "vllm_bench_serve":
+        return vllm_bench.measure(plan.engine_bin, instrument.options, ctx, env=client_env())
+    if instrument.kind == "command":
+        return command_instrument.measure(list(instrument.command or []), ctx, env=arm.env, root=repo)
+    raise NotImplementedError(f"instrument kind {instrument.kind}")
+
+
+def _reset_prefix_cache(server) -> None:
+    reset = getattr(server, "reset_prefix_cache", None)
+    if callable(reset):
+        reset()
+
+
+def sweep(plan: RunPlan, arm: ArmPlan, repeat: int, base_url: str | None, run_dir: Path, repo: Path,
+          server=None, progress: Progress | None = None, tag: str = "") -> list[PointRecord]:
+    """Every point x instrument for one launch of one arm."""
+    records = []
+    for point in plan.experiment.points:
+        for instrument in plan.experiment.instruments:
+            if server is not None:
+                _reset_prefix_cache(server)
+            before = server_metrics.scrape(base_url) if base_url else None
+            ctx = MeasureContext(arm=f"{tag}{arm.name}", point=point, repeat=repeat, seed=plan.seed(point, repeat),
+                                 out_dir=run_dir / "raw", base_url=base_url, model_name=arm.served_model,
+                                 tokenizer=arm.model_dir)
+            m = measure_point(plan, arm, instrument, ctx, repo)
+            after = server_metrics.scrape(base_url) if base_url else None
+            records.append(PointRecord(arm.name, repeat, point, instrument.name, m.instrument_version, ctx.seed,
+                                       m.metrics, server_metrics.derive(before, after),
+                                       str(m.raw_path.relative_to(run_dir)), m.raw_sha256, round(m.wall_s, 3)))
+        if progress:
+            progress(arm.name, repeat, point)
+    return records
+
+
+def measure_launch(plan: RunPlan, arm: ArmPlan, repeat: int, run_dir: Path, run_id: str, repo: Path,
+                   progress: Progress | None = None, tag: str = "") -> list[PointRecord]:
+    """One fresh launch of ``arm``: boot, sweep, tear down (always, also on error and Ctrl-C)."""
+    if not plan.experiment.server.needs_server:
+        return sweep(plan, arm, repeat, None, run_dir, repo, progress=progress, tag=tag)
+    spec = launch_spec(plan, arm, repeat, run_dir, run_id, tag)
+    with launcher_for(plan).start(spec) as server:
+        remember_flagset(arm)
+        return sweep(plan, arm, repeat, server.base_url, run_dir, repo, server=server, progress=progress, tag=tag)

@@ -1,0 +1,151 @@
+"""Planning a run: every arm resolved to the exact server command, the ABBA schedule, the seeds.
+
+Planning is pure (apart from reading recipes), so ``ledger run --plan`` can show exactly what will
+be launched before any machine time is spent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from recipe_ledger.errors import InputError
+from recipe_ledger.experiment.spec import CommandArm, Experiment, Overrides, RecipeArm, ReleaseArm
+from recipe_ledger.recipes.boxes import Box, load_box
+from recipe_ledger.recipes.catalog import RecipeRoot
+from recipe_ledger.recipes.command import CommandRequest, resolve_for_people
+from recipe_ledger.recipes.flags import parse_flags
+from recipe_ledger.redact import redact_env
+
+
+@dataclass(frozen=True)
+class ArmPlan:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    source: str                 # what it was resolved from, for people
+    model_dir: str | None       # a local model directory (also the bench client's tokenizer)
+    served_model: str           # the name clients send in requests
+    image: str | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        """What makes two launches the same configuration: argv, env (secrets redacted), image."""
+        blob = json.dumps({"argv": self.argv, "env": redact_env(self.env), "image": self.image}, sort_keys=True)
+        return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    experiment: Experiment
+    box: Box
+    arms: dict[str, ArmPlan]
+    schedule: list[tuple[str, int]]      # (arm, repeat), ABBA
+    spec_path: str
+    engine_bin: str
+    notes: list[str] = field(default_factory=list)
+
+    def seed(self, point: int, repeat: int) -> int:
+        """Differs per repeat (no prefix-cache flattery across repeats), equal across arms at the
+        same repeat and point (paired comparisons)."""
+        return self.experiment.seed + 1000 * repeat + point
+
+
+def abba_schedule(arms: list[str], repeats: int) -> list[tuple[str, int]]:
+    """A B B A A B ...: each arm's launches are spread evenly over the run, so a slow drift of
+    the machine (thermal, a neighbour's load) lands on every arm alike."""
+    order: list[tuple[str, int]] = []
+    for repeat in range(1, repeats + 1):
+        names = arms if repeat % 2 == 1 else list(reversed(arms))
+        order += [(name, repeat) for name in names]
+    return order
+
+
+def apply_overrides(argv: list[str], env: dict[str, str], overrides: Overrides) -> tuple[list[str], dict[str, str]]:
+    """Drop ``remove_args`` flags (with their values), then append ``args`` replacing any earlier
+    occurrence of the same flag: the last value is the one vLLM would use anyway, and a
+    single occurrence keeps the command readable."""
+    replaced = {flag.name for flag in parse_flags(overrides.args)} | set(overrides.remove_args)
+    return drop_flags(argv, replaced) + list(overrides.args), {**env, **overrides.env}
+
+
+def drop_flags(argv: list[str], names: set[str]) -> list[str]:
+    flags = parse_flags(argv)
+    dropped: set[int] = set()
+    for flag in flags:
+        if flag.name in names:
+            dropped.add(flag.index)
+            dropped.update(range(flag.index + 1, flag.index + 1 + (0 if flag.joined else len(flag.values))))
+    return [token for index, token in enumerate(argv) if index not in dropped]
+
+
+def with_server_address(argv: list[str], host: str, port: int) -> list[str]:
+    return drop_flags(argv, {"--host", "--port"}) + ["--host", host, "--port", str(port)]
+
+
+def served_model_name(argv: list[str]) -> str:
+    for flag in parse_flags(argv):
+        if flag.name == "--served-model-name" and flag.values:
+            return flag.values[0]
+    return argv[2] if len(argv) > 2 else "model"
+
+
+def _recipe_arm(root: RecipeRoot, box: Box, name: str, arm: RecipeArm, repo: Path) -> ArmPlan:
+    request = CommandRequest(arm.recipe, arm.hardware or box.hardware, arm.strategy, arm.variant, arm.features)
+    resolved = resolve_for_people(root, request)
+    if "argv" not in resolved.result:
+        raise InputError(f"arm {name!r}: {resolved.strategy} is a multi-node or PD strategy; "
+                         "ledger run launches single-node servers", hint="set strategy: single_node_tp")
+    argv = list(resolved.result["argv"])
+    model_dir = None
+    if arm.model_path:
+        model_dir = str((repo / arm.model_path).resolve())
+        argv[2] = model_dir
+    argv, env = apply_overrides(argv, resolved.env, arm.overrides)
+    source = (f"{resolved.loaded.ref} · {resolved.hardware} · {resolved.strategy} · {resolved.variant} · "
+              f"features: {', '.join(resolved.features) or 'none'}")
+    return ArmPlan(name, argv, env, source, model_dir, served_model_name(argv))
+
+
+def _command_arm(name: str, arm: CommandArm) -> ArmPlan:
+    argv, env = apply_overrides(list(arm.argv), dict(arm.env), arm.overrides)
+    model = argv[2] if len(argv) > 2 and argv[:2] == ["vllm", "serve"] else None
+    model_dir = model if model and Path(model).is_dir() else None
+    return ArmPlan(name, argv, env, "raw command", model_dir, served_model_name(argv))
+
+
+def find_engine_bin(repo: Path, engine: str) -> str:
+    """The engine's CLI: the project's serving venv first (scripts/setup_serve_venv.sh), then PATH."""
+    override = os.environ.get("RECIPE_LEDGER_VLLM")
+    if override:
+        return override
+    local = repo / ".venv-serve" / "bin" / engine
+    if local.is_file():
+        return str(local)
+    return shutil.which(engine) or engine
+
+
+def plan_run(spec_path: Path, experiment: Experiment, root: RecipeRoot, repo: Path) -> RunPlan:
+    box = load_box(root.root / "boxes", experiment.box)
+    arms: dict[str, ArmPlan] = {}
+    engine_bin = find_engine_bin(repo, "vllm")
+    for name in experiment.arm_names:
+        arm = experiment.arm(name)
+        if isinstance(arm, RecipeArm):
+            plan = _recipe_arm(root, box, name, arm, repo)
+        elif isinstance(arm, CommandArm):
+            plan = _command_arm(name, arm)
+        else:
+            raise InputError(f"arm {name!r} names release {arm.release!r}; release arms need the releases "
+                             "feature", hint="use a recipe or command arm")
+        argv = with_server_address(plan.argv, experiment.server.host, experiment.server.port)
+        if argv[0] == "vllm" and experiment.server.launcher == "process":
+            argv = [engine_bin, *argv[1:]]
+        arms[name] = ArmPlan(name, argv, plan.env, plan.source, plan.model_dir, plan.served_model,
+                             experiment.server.image)
+    return RunPlan(experiment, box, arms, abba_schedule(experiment.arm_names, experiment.repeats),
+                   str(spec_path), engine_bin)

@@ -1,0 +1,369 @@
+"""`ledger run`: calibrate (or reuse a calibration), measure the arms ABBA, decide, record.
+
+The ledger is the record: every run leaves exactly one entry, a ``result`` when it completes or a
+``failure`` when it does not (a boot failure, a client error, a dead server, Ctrl-C), with the
+cause and the log tail. Raw outputs stay in ``runs/<run_id>/`` and are referenced by content hash.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import secrets
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from recipe_ledger import verdict as verdicts
+from recipe_ledger.errors import LedgerError
+from recipe_ledger.experiment.spec import Bar as SpecBar
+from recipe_ledger.instruments.base import InstrumentError, sha256_file
+from recipe_ledger.launch.failures import BootFailure
+from recipe_ledger.launch.registry import stop_all  # noqa: F401 - re-exported for the CLI
+from recipe_ledger.ledger import gitinfo
+from recipe_ledger.ledger.models import ArmRecord, BarVerdict, ExperimentRecord
+from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.pipeline.measure import PointRecord, Progress, measure_launch
+from recipe_ledger.pipeline.plan import RunPlan
+from recipe_ledger.provenance import comparable_host, host_fingerprint, model_revision
+from recipe_ledger.redact import redact_env, redact_text
+
+CALIBRATION_TAG = "aa-"
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    run_dir: Path
+    entry: dict
+    verdicts: list[verdicts.Verdict]
+    bars: list[BarVerdict]
+    records: list[PointRecord]
+    calibration_entries: list[str] = field(default_factory=list)
+    calibration_inline: bool = False
+
+
+def new_run_id(name: str) -> str:
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{name}-{stamp}-{secrets.token_hex(2)}"
+
+
+def file_sha(path: Path) -> str:
+    return sha256_file(path)
+
+
+# ------------------------------------------------------------------------------ calibration
+
+
+def calibration_key(plan: RunPlan, instrument: str, metric: str, host: dict[str, str]) -> str:
+    """What a calibration must share with a run to stand for its noise: the box and its hardware,
+    the control's configuration, the instrument (name, options, version) and the points."""
+    exp = plan.experiment
+    inst = next(i for i in exp.instruments if i.name == instrument)
+    blob = {"box": plan.box.id, "host": comparable_host(host), "control": plan.arms["control"].fingerprint,
+            "instrument": [inst.kind, inst.options, inst.command], "metric": metric, "points": exp.points}
+    return "sha256:" + hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def find_calibration(ledger: Ledger, key: str, max_age_days: float) -> dict | None:
+    """The newest active calibration entry with this key, younger than ``max_age_days``."""
+    from recipe_ledger.ledger.fold import fold_statuses
+
+    entries = ledger.entries()
+    status = fold_statuses(entries)
+    horizon = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=max_age_days)
+    for entry in reversed(entries):
+        if entry["kind"] != "calibration" or entry["payload"].get("fingerprint") != key:
+            continue
+        if status.get(entry["id"], "active") != "active":
+            continue
+        if dt.datetime.fromisoformat(entry["ts"].replace("Z", "+00:00")) >= horizon:
+            return entry
+    return None
+
+
+def to_verdict_calibration(entry: dict) -> verdicts.Calibration:
+    payload = entry["payload"]
+    points = {
+        name: verdicts.CalibrationPoint(
+            n=p["n"], mean=p["mean"], sigma=p["sigma"], cv=p["cv"], sigma_log=p.get("sigma_log") or p["cv"],
+            max_spread=p["max_spread"], samples=p.get("samples", []))
+        for name, p in payload["points"].items()
+    }
+    return verdicts.Calibration(metric=payload["metric"], points=points)
+
+
+def samples(records: list[PointRecord], arm: str, instrument: str, metric: str, point: int) -> list[float]:
+    """One number per repeat (a launch) for this arm, point and metric."""
+    return [r.metrics[metric] for r in records
+            if r.arm == arm and r.instrument == instrument and r.point == point and metric in r.metrics]
+
+
+# ------------------------------------------------------------------------------ the run
+
+
+@dataclass
+class RunContext:
+    plan: RunPlan
+    ledger: Ledger
+    writer: str
+    repo: Path
+    run_id: str
+    run_dir: Path
+    git: dict | None
+    host: dict[str, str]
+    progress: Progress | None = None
+    say: Callable[[str], None] = print
+    started: float = field(default_factory=time.monotonic)
+
+
+def bar_instrument(plan: RunPlan, bar: SpecBar) -> str:
+    return bar.instrument or plan.experiment.instruments[0].name
+
+
+def calibrate_inline(ctx: RunContext) -> tuple[list[PointRecord], int]:
+    """A/A: the control launched ``calibration.repeats`` times, before the experiment proper."""
+    repeats = ctx.plan.experiment.calibration.repeats
+    records: list[PointRecord] = []
+    for repeat in range(1, repeats + 1):
+        records += measure_launch(ctx.plan, ctx.plan.arms["control"], repeat, ctx.run_dir, ctx.run_id, ctx.repo,
+                                  progress=ctx.progress, tag=CALIBRATION_TAG)
+    return records, repeats
+
+
+def record_calibrations(ctx: RunContext, records: list[PointRecord]) -> dict[tuple[str, str], dict]:
+    """One calibration entry per (instrument, metric) that a bar uses."""
+    out: dict[tuple[str, str], dict] = {}
+    for bar in ctx.plan.experiment.bars:
+        instrument = bar_instrument(ctx.plan, bar)
+        if (instrument, bar.metric) in out:
+            continue
+        by_point = {p: samples(records, "control", instrument, bar.metric, p) for p in ctx.plan.experiment.points}
+        calibration = verdicts.calibrate(by_point, metric=bar.metric)
+        payload = {
+            "schema_version": 2, "instrument": instrument, "metric": bar.metric,
+            # Not named "key": the redactor hides values of fields named like secrets (*KEY*).
+            "fingerprint": calibration_key(ctx.plan, instrument, bar.metric, ctx.host), "method": verdicts.METHOD,
+            "points": {k: p.model_dump() for k, p in calibration.points.items()},
+            "text": f"A/A calibration of {ctx.plan.experiment.name}'s control on {ctx.plan.box.id}: "
+                    + ", ".join(f"p{k} cv {p.cv * 100:.2f}%" for k, p in calibration.points.items()),
+            "origin": {"how": "measured", "source": ctx.run_id},
+            "conditions": {"box": ctx.plan.box.id, "experiment": ctx.plan.experiment.name},
+        }
+        out[(instrument, bar.metric)] = ctx.ledger.append("calibration", payload, writer=ctx.writer, git=ctx.git)
+    return out
+
+
+def existing_calibrations(ctx: RunContext) -> tuple[dict[tuple[str, str], dict], bool]:
+    """Calibrations in the ledger that match this run, and whether they cover every bar."""
+    exp = ctx.plan.experiment
+    found: dict[tuple[str, str], dict] = {}
+    for bar in exp.bars:
+        instrument = bar_instrument(ctx.plan, bar)
+        key = calibration_key(ctx.plan, instrument, bar.metric, ctx.host)
+        entry = find_calibration(ctx.ledger, key, exp.calibration.max_age_days)
+        if entry:
+            found[(instrument, bar.metric)] = entry
+    needed = {(bar_instrument(ctx.plan, b), b.metric) for b in exp.bars}
+    return found, needed <= set(found)
+
+
+def calibrations(ctx: RunContext) -> tuple[dict[tuple[str, str], dict], bool]:
+    """Matching calibrations from the ledger, or a fresh A/A run recorded now (and said so)."""
+    exp = ctx.plan.experiment
+    found, complete = existing_calibrations(ctx)
+    if complete:
+        ctx.say(f"using calibration {', '.join(e['id'][:12] for e in found.values())} from the ledger")
+        return found, False
+    ctx.say(f"no matching calibration in the ledger: running {exp.calibration.repeats} A/A launches of the control first")
+    records, _ = calibrate_inline(ctx)
+    write_records(ctx.run_dir / "calibration.jsonl", records)
+    return record_calibrations(ctx, records), True
+
+
+def write_records(path: Path, records: list[PointRecord]) -> None:
+    path.write_text("".join(r.to_json() + "\n" for r in records))
+
+
+def run_schedule(ctx: RunContext) -> list[PointRecord]:
+    records: list[PointRecord] = []
+    for arm_name, repeat in ctx.plan.schedule:
+        records += measure_launch(ctx.plan, ctx.plan.arms[arm_name], repeat, ctx.run_dir, ctx.run_id, ctx.repo,
+                                  progress=ctx.progress)
+        write_records(ctx.run_dir / "measurements.jsonl", records)  # keep what is done if a later launch fails
+    return records
+
+
+def decide_bars(ctx: RunContext, records: list[PointRecord], cals: dict[tuple[str, str], dict]
+                ) -> tuple[list[verdicts.Verdict], list[BarVerdict]]:
+    exp = ctx.plan.experiment
+    out_v, out_b = [], []
+    for candidate in exp.candidates:
+        for bar in exp.bars:
+            instrument = bar_instrument(ctx.plan, bar)
+            points = exp.points if bar.point == "all" else [bar.point]
+            cal = cals.get((instrument, bar.metric))
+            calibration = to_verdict_calibration(cal) if cal else None
+            for point in points:
+                vbar = verdicts.Bar(metric=bar.metric, point=point, direction=bar.direction, min_effect=bar.min_effect)
+                control = samples(records, "control", instrument, bar.metric, point)
+                cand = samples(records, candidate, instrument, bar.metric, point)
+                v = verdicts.decide(control, cand, vbar, calibration)
+                out_v.append(v)
+                out_b.append(BarVerdict(candidate=candidate, metric=bar.metric, point=point, direction=bar.direction,
+                                        min_effect=bar.min_effect, outcome=v.outcome, effect=v.effect,
+                                        ci_low=v.ci_low, ci_high=v.ci_high, mde=v.mde, control=v.control_geomean,
+                                        value=v.candidate_geomean, reason=v.reason))
+    return out_v, out_b
+
+
+def summary_metrics(records: list[PointRecord]) -> dict[str, float]:
+    """Medians per arm, point and metric: ``<arm>.c<point>.<metric>`` (small, table-friendly)."""
+    groups: dict[str, list[float]] = {}
+    for r in records:
+        for metric in ("output_tps_total", "ttft_ms_p50", "tpot_ms_p50", "itl_ms_p50", "decode_tps_per_stream",
+                       "request_rps", "hbm_read_gbps", "uva_read_gbps", "h2d_memcpy_gbps"):
+            if metric in r.metrics:
+                groups.setdefault(f"{r.arm}.c{r.point}.{metric}", []).append(r.metrics[metric])
+        for metric, value in r.server.items():
+            groups.setdefault(f"{r.arm}.c{r.point}.server.{metric}", []).append(value)
+    return {k: round(statistics.median(v), 6) for k, v in sorted(groups.items())}
+
+
+def artifact_hashes(run_dir: Path) -> dict[str, str]:
+    names = ["plan.json", "measurements.jsonl", "calibration.jsonl", "summary.json"]
+    return {name: file_sha(run_dir / name) for name in names if (run_dir / name).is_file()}
+
+
+def experiment_record(ctx: RunContext, records: list[PointRecord], bars: list[BarVerdict],
+                      cals: dict, inline: bool) -> ExperimentRecord:
+    plan, exp = ctx.plan, ctx.plan.experiment
+    arms = {}
+    for name, arm in plan.arms.items():
+        revision = model_revision(Path(arm.model_dir)) if arm.model_dir else None
+        arms[name] = ArmRecord(source=arm.source, fingerprint=arm.fingerprint, argv=arm.argv,
+                               env=redact_env(arm.env), image=arm.image,
+                               model_sha256=revision if revision and revision.startswith("sha256:") else None)
+    instruments = {}
+    for r in records:
+        instruments.setdefault(r.instrument, r.instrument_version)
+    calibration_ids = [e["id"] for e in cals.values()]
+    return ExperimentRecord(
+        name=exp.name, spec=_repo_relative(Path(plan.spec_path), ctx.repo), spec_sha256=file_sha(Path(plan.spec_path)),
+        hypothesis=exp.hypothesis, box=plan.box.id, run_id=ctx.run_id, points=exp.points, repeats=exp.repeats,
+        schedule=[f"{a}#{r}" for a, r in plan.schedule], instruments=instruments, arms=arms, bars=bars,
+        calibration=calibration_ids[0] if calibration_ids else None, calibration_inline=inline,
+        method=verdicts.METHOD, host=ctx.host, duration_s=round(time.monotonic() - ctx.started, 1))
+
+
+def _repo_relative(path: Path, repo: Path) -> str:
+    try:
+        return path.resolve().relative_to(repo.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def headline(bars: list[BarVerdict]) -> str:
+    parts = [f"{b.candidate} {b.metric}@{b.point}: {b.outcome}"
+             + (f" ({b.effect * 100:+.1f}%)" if b.effect is not None else "") for b in bars]
+    return "; ".join(parts)
+
+
+def record_result(ctx: RunContext, records, bars, cals, inline) -> dict:
+    record = experiment_record(ctx, records, bars, cals, inline)
+    (ctx.run_dir / "summary.json").write_text(json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True))
+    payload = {
+        "schema_version": 2, "subject": ctx.plan.experiment.name, "text": headline(bars),
+        "metrics": summary_metrics(records), "verdict": _overall(bars),
+        "conditions": {"box": ctx.plan.box.id, "run_id": ctx.run_id},
+        "experiment": record.model_dump(mode="json", exclude_none=True),
+        "origin": {"how": "measured", "source": ctx.run_id},
+        "artifacts": artifact_hashes(ctx.run_dir),
+        "scripts": scripts_named(ctx),
+    }
+    refs = [("evidence", e["id"]) for e in list(cals.values())[1:]]
+    return ctx.ledger.append("result", payload, writer=ctx.writer, refs=refs, git=ctx.git)
+
+
+def scripts_named(ctx: RunContext) -> list[str]:
+    """Scripts under scripts/ that an instrument runs: the entry pins their git blob hashes."""
+    named = set()
+    for instrument in ctx.plan.experiment.instruments:
+        for part in instrument.command or []:
+            if part.startswith("scripts/") and (ctx.repo / part).is_file():
+                named.add(part)
+    return sorted(named)
+
+
+def _overall(bars: list[BarVerdict]) -> str:
+    outcomes = {b.outcome for b in bars}
+    for outcome in ("regression", "win", "inconclusive", "not-comparable", "no-change"):
+        if outcome in outcomes:
+            return outcome if len(outcomes) == 1 else f"mixed ({', '.join(sorted(outcomes))})"
+    return "none"
+
+
+# ------------------------------------------------------------------------------ failures
+
+
+def cause_class_of(error: BaseException) -> str:
+    if isinstance(error, KeyboardInterrupt):
+        return "other"
+    if isinstance(error, BootFailure):
+        return {"out_of_memory": "oom", "timeout": "hang", "crash": "no-boot", "rejected_flag": "config",
+                "port_in_use": "config", "image_missing": "config", "docker_unavailable": "config"}.get(error.cause, "no-boot")
+    if isinstance(error, InstrumentError):
+        return "crash"
+    return "other"
+
+
+def record_failure(ctx: RunContext, error: BaseException, where: str) -> dict:
+    tail = getattr(error, "log_tail", None) or getattr(error, "output_tail", None) or ""
+    message = "interrupted (Ctrl-C)" if isinstance(error, KeyboardInterrupt) else (
+        error.one_line() if isinstance(error, LedgerError) else f"{type(error).__name__}: {error}")
+    payload = {
+        "schema_version": 1, "subject": ctx.plan.experiment.name, "cause_class": cause_class_of(error),
+        "cause": redact_text(f"{where}: {message}")[:2000], "log_tail": redact_text(tail)[-3900:] or None,
+        "minutes_lost": round((time.monotonic() - ctx.started) / 60, 2),
+        "conditions": {"box": ctx.plan.box.id, "run_id": ctx.run_id, "stage": where},
+        "origin": {"how": "measured", "source": ctx.run_id},
+        "artifacts": artifact_hashes(ctx.run_dir),
+    }
+    return ctx.ledger.append("failure", payload, writer=ctx.writer, git=ctx.git)
+
+
+def execute(ctx: RunContext) -> RunOutcome:
+    """The whole run. On any error (Ctrl-C included) every server is stopped, a failure entry is
+    written, and the error goes on to the caller."""
+    stage = "calibration"
+    try:
+        cals, inline = calibrations(ctx)
+        stage = "measurement"
+        records = run_schedule(ctx)
+        stage = "verdict"
+        verdict_list, bars = decide_bars(ctx, records, cals)
+        entry = record_result(ctx, records, bars, cals, inline)
+    except BaseException as error:
+        stop_all()
+        ctx.say(f"run failed during {stage}: recording a failure entry")
+        error.failure_entry = record_failure(ctx, error, stage)  # type: ignore[attr-defined]
+        raise
+    return RunOutcome(ctx.run_id, ctx.run_dir, entry, verdict_list, bars, records,
+                      [e["id"] for e in cals.values()], inline)
+
+
+def start_context(plan: RunPlan, ledger: Ledger, writer: str, repo: Path, runs_dir: Path,
+                  progress: Progress | None = None, say: Callable[[str], None] = print) -> RunContext:
+    run_id = new_run_id(plan.experiment.name)
+    run_dir = runs_dir / run_id
+    (run_dir / "raw").mkdir(parents=True, exist_ok=True)
+    plan_dump = {"experiment": plan.experiment.model_dump(mode="json"), "box": plan.box.model_dump(mode="json"),
+                 "arms": {n: {"argv": a.argv, "env": redact_env(a.env), "source": a.source, "fingerprint": a.fingerprint}
+                          for n, a in plan.arms.items()},
+                 "schedule": plan.schedule}
+    (run_dir / "plan.json").write_text(json.dumps(plan_dump, indent=2, sort_keys=True))
+    git = gitinfo.snapshot(repo)  # the state the numbers belong to: taken at launch, not at the end
+    return RunContext(plan, ledger, writer, repo, run_id, run_dir, git, host_fingerprint(), progress, say)
