@@ -148,3 +148,54 @@ def test_ctrl_c_during_a_sweep_stops_everything_and_is_recorded(repo):
     assert port_free(port)
     leftovers = subprocess.run(["pgrep", "-f", f"fake_server.py.*{port}"], capture_output=True, text=True)
     assert leftovers.stdout.strip() == ""
+
+
+def failure_after(repo, exit_code):
+    def check(result):
+        assert result.returncode == exit_code, result.stdout + result.stderr
+        last = entries(repo)[-1]
+        assert last["kind"] == "failure"
+        return last
+    return check
+
+
+def test_a_server_that_never_becomes_healthy(repo):
+    port = free_port()
+    spec = json.loads(experiment_yaml(port, ["--never-healthy"]))
+    spec["server"]["health_timeout_s"] = 3
+    spec["calibration"] = {"repeats": 2}
+    (repo / "experiments" / "x.yaml").write_text(json.dumps(spec).replace('"--prefix-cache"]', '"--never-healthy"]', 1))
+    failure = failure_after(repo, 5)(ledger(repo, "run", "experiments/x.yaml", "--no-mlflow", check=False))
+    assert failure["payload"]["cause_class"] == "hang"
+    assert port_free(port)
+
+
+def test_a_server_that_dies_in_the_middle_of_a_sweep(repo):
+    port = free_port()
+    (repo / "experiments" / "x.yaml").write_text(experiment_yaml(port, ["--oom-after", "1.5"]))
+    probe = repo / "scripts" / "probe.py"
+    probe.write_text(probe.read_text().replace("assert urllib", "import time; time.sleep(2.5 if arm == 'fast' else 0)\nassert urllib"))
+    failure = failure_after(repo, 5)(ledger(repo, "run", "experiments/x.yaml", "--no-mlflow", check=False))
+    assert failure["payload"]["conditions"]["stage"] == "measurement"
+    assert port_free(port)
+
+
+def test_a_port_in_use_is_refused_before_launching_and_recorded(repo):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        (repo / "experiments" / "x.yaml").write_text(experiment_yaml(port, []))
+        result = ledger(repo, "run", "experiments/x.yaml", "--no-mlflow", check=False)
+    failure = failure_after(repo, 3)(result)
+    assert str(port) in failure["payload"]["cause"] and failure["payload"]["conditions"]["stage"] == "preflight"
+
+
+def test_an_experiment_naming_a_missing_recipe(repo):
+    spec = json.loads(experiment_yaml(free_port(), []))
+    spec["control"] = {"recipe": "nobody/missing-model"}
+    (repo / "experiments" / "x.yaml").write_text(json.dumps(spec))
+    result = ledger(repo, "run", "experiments/x.yaml", "--no-mlflow", check=False)
+    failure = failure_after(repo, 2)(result)
+    assert "missing-model" in failure["payload"]["cause"]
+    assert len(result.stderr.strip().splitlines()) <= 2 and "Traceback" not in result.stderr

@@ -93,21 +93,37 @@ def run_cmd(experiment: Path, root, writer, plan_only, tracking_uri, no_mlflow, 
     5 run failed (failure entry written), 130 interrupted (failure entry written).
     """
     repo = _repo_root(root)
-    plan = _plan(experiment, repo)
-    _print_plan(plan)
-    if plan_only:
-        return
-    report = preflight(plan, allow_network_fs=allow_network_fs, allow_busy_gpu=allow_busy_gpu)
-    for notice in report.notices:
-        click.echo(f"notice: {notice}")
     ledger = Ledger.open(repo)
     writer = writer or default_writer()
+    stage = "planning"
+    try:
+        plan = _plan(experiment, repo)
+        _print_plan(plan)
+        if plan_only:
+            return
+        stage = "preflight"
+        report = preflight(plan, allow_network_fs=allow_network_fs, allow_busy_gpu=allow_busy_gpu)
+    except LedgerError as error:
+        if not plan_only:
+            entry = runner.record_setup_failure(ledger, writer, _subject(experiment), error, stage)
+            click.echo(f"failure entry {entry['id'][:12]} recorded", err=True)
+        raise
+    for notice in report.notices:
+        click.echo(f"notice: {notice}")
     outcome = _execute_with_progress(plan, ledger, writer, repo)
     print_verdicts(outcome)
     click.echo(f"result entry {outcome.entry['id'][:12]} (ledger show {outcome.entry['id'][:12]}); raw files in "
                f"{outcome.run_dir.relative_to(repo) if outcome.run_dir.is_relative_to(repo) else outcome.run_dir}")
     if not no_mlflow:
         _sync_mlflow(repo, tracking_uri)
+
+
+def _subject(experiment: Path) -> str:
+    """The experiment's name when the file says it, else its file name."""
+    try:
+        return load_experiment(experiment).name
+    except LedgerError:
+        return experiment.stem
 
 
 def _execute_with_progress(plan, ledger, writer, repo) -> runner.RunOutcome:

@@ -335,6 +335,17 @@ def record_failure(ctx: RunContext, error: BaseException, where: str) -> dict:
     return ctx.ledger.append("failure", payload, writer=ctx.writer, git=ctx.git)
 
 
+def record_setup_failure(ledger: Ledger, writer: str, subject: str, error: LedgerError, stage: str) -> dict:
+    """A run that never started (bad spec, missing recipe, port in use, engine missing) still
+    leaves its trace: nothing is lost, and the next person sees the door that was closed."""
+    payload = {
+        "schema_version": 1, "subject": subject, "cause_class": "config",
+        "cause": redact_text(f"{stage}: {error.one_line()}")[:2000],
+        "minutes_lost": 0.0, "conditions": {"stage": stage}, "origin": {"how": "measured"},
+    }
+    return ledger.append("failure", payload, writer=writer)
+
+
 def execute(ctx: RunContext) -> RunOutcome:
     """The whole run. On any error (Ctrl-C included) every server is stopped, a failure entry is
     written, and the error goes on to the caller."""
