@@ -131,7 +131,8 @@ def preflight(plan: RunPlan, *, allow_network_fs: bool = False, allow_busy_gpu: 
         ensure_port_free(server.host, server.port)
     for arm in plan.arms.values():
         check_model_local(arm, allow_network_fs)
-        if server.needs_server:
+        # Kernel autotuning is a GPU affair; a CPU box has no such cache to warn about.
+        if server.needs_server and plan.box.gpu.count > 0:
             notice = check_autotune_cache(arm)
             if notice:
                 report.notices.append(notice)

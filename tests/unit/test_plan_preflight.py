@@ -1,0 +1,76 @@
+"""Planning (overrides, ABBA, seeds) and preflight checks, without launching anything."""
+
+from pathlib import Path
+
+import pytest
+
+from recipe_ledger.errors import StateError
+from recipe_ledger.experiment.spec import Overrides, load_experiment
+from recipe_ledger.pipeline import preflight
+from recipe_ledger.pipeline.plan import (
+    ArmPlan,
+    abba_schedule,
+    apply_overrides,
+    drop_flags,
+    plan_run,
+    with_server_address,
+)
+from recipe_ledger.recipes.catalog import RecipeRoot
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_abba_spreads_each_arm_over_the_run():
+    assert abba_schedule(["A", "B"], 3) == [("A", 1), ("B", 1), ("B", 2), ("A", 2), ("A", 3), ("B", 3)]
+    assert abba_schedule(["A", "B", "C"], 2) == [("A", 1), ("B", 1), ("C", 1), ("C", 2), ("B", 2), ("A", 2)]
+
+
+def test_overrides_replace_flags_instead_of_duplicating_them():
+    argv = ["vllm", "serve", "m", "--max-num-seqs", "8", "--enforce-eager", "--x=1"]
+    out, env = apply_overrides(argv, {"A": "1"}, Overrides(args=["--max-num-seqs", "1"], env={"B": "2"},
+                                                            remove_args=["--enforce-eager", "--x"]))
+    assert out == ["vllm", "serve", "m", "--max-num-seqs", "1"]
+    assert env == {"A": "1", "B": "2"}
+
+
+def test_server_address_is_set_once():
+    argv = with_server_address(["vllm", "serve", "m", "--port", "8000", "--host=0.0.0.0"], "127.0.0.1", 8123)
+    assert argv == ["vllm", "serve", "m", "--host", "127.0.0.1", "--port", "8123"]
+    assert drop_flags(["a", "--p", "x", "y", "--q"], {"--p"}) == ["a", "--q"]
+
+
+def test_the_example_experiment_plans_two_real_vllm_commands():
+    spec = REPO / "experiments" / "examples" / "tiny-batching.yaml"
+    plan = plan_run(spec, load_experiment(spec), RecipeRoot(REPO / "recipes"), REPO)
+    control, candidate = plan.arms["control"], plan.arms["single_sequence"]
+    assert control.argv[1:3] == ["serve", str((REPO / ".cache" / "tiny-model").resolve())]
+    assert "--max-num-seqs" not in control.argv and candidate.argv[-6:-4] == ["--max-num-seqs", "1"]
+    assert control.fingerprint != candidate.fingerprint
+    assert plan.seed(4, 1) == plan.seed(4, 1) and plan.seed(4, 1) != plan.seed(4, 2)
+
+
+def test_network_file_systems_are_recognised():
+    assert preflight.is_network_fs("nfs4") and preflight.is_network_fs("fuse.sshfs")
+    assert not preflight.is_network_fs("ext4") and not preflight.is_network_fs(None)
+
+
+def test_a_model_on_a_network_share_is_refused(monkeypatch, tmp_path):
+    monkeypatch.setattr(preflight, "mount_fstype", lambda path: "nfs4")
+    arm = ArmPlan("control", ["vllm", "serve", str(tmp_path)], {}, "x", str(tmp_path), "m")
+    with pytest.raises(StateError, match="network file system"):
+        preflight.check_model_local(arm, allow_network_fs=False)
+    preflight.check_model_local(arm, allow_network_fs=True)
+
+
+def test_autotune_fingerprint_ignores_serving_only_flags():
+    base = ["vllm", "serve", "m", "--max-num-seqs", "16", "--port", "1"]
+    assert preflight.autotune_fingerprint(base) == preflight.autotune_fingerprint(base[:-1] + ["2"])
+    assert preflight.autotune_fingerprint(base) != preflight.autotune_fingerprint(base[:4] + ["24"] + base[5:])
+
+
+def test_a_new_flag_set_is_announced_once(tmp_path):
+    arm = ArmPlan("control", ["vllm", "serve", "m", "--max-num-seqs", "16"], {"VLLM_CACHE_ROOT": str(tmp_path)},
+                  "x", None, "m")
+    assert "new to the kernel cache" in preflight.check_autotune_cache(arm)
+    preflight.remember_flagset(arm)
+    assert preflight.check_autotune_cache(arm) is None
