@@ -42,9 +42,10 @@ def test_server_address_is_set_once():
 def test_the_example_experiment_plans_two_real_vllm_commands():
     spec = REPO / "experiments" / "examples" / "tiny-batching.yaml"
     plan = plan_run(spec, load_experiment(spec), RecipeRoot(REPO / "recipes"), REPO)
-    control, candidate = plan.arms["control"], plan.arms["single_sequence"]
+    control, candidate = plan.arms["control"], plan.arms["batching"]
     assert control.argv[1:3] == ["serve", str((REPO / ".cache" / "tiny-model").resolve())]
-    assert "--max-num-seqs" not in control.argv and candidate.argv[-6:-4] == ["--max-num-seqs", "1"]
+    assert control.argv[-6:-4] == ["--max-num-seqs", "1"] and "--max-num-seqs" not in candidate.argv
+    assert control.env["VLLM_SERVER_DEV_MODE"] == "1"
     assert control.fingerprint != candidate.fingerprint
     assert plan.seed(4, 1) == plan.seed(4, 1) and plan.seed(4, 1) != plan.seed(4, 2)
 

@@ -100,6 +100,11 @@ class Bar(_Closed):
     direction: Literal["higher", "lower"]
     min_effect: float = Field(gt=0, lt=10, description="Smallest relative effect that matters (0.03 = 3%).")
     instrument: str | None = Field(default=None, description="Default: the first instrument.")
+    agreement_threshold: float = Field(
+        default=0.02, gt=0, lt=1,
+        description="Largest relative spread of one arm's repeats that still counts as agreeing "
+        "(the replicate gate). 2% suits a GPU sweep; a shared CPU box needs more, and says so.",
+    )
 
 
 class Server(_Closed):
@@ -109,6 +114,9 @@ class Server(_Closed):
     port: int = Field(default=8000, ge=1, le=65535)
     health_timeout_s: float = Field(default=600, gt=0)
     needs_server: bool = True
+    warmup_requests: int = Field(
+        default=4, ge=0, description="Requests sent after boot and before measuring: the first requests "
+        "of a fresh server are slow (lazy initialisation), and that belongs to no sweep point.")
     volumes: dict[str, str] = Field(default_factory=dict, description="host path -> container path")
     gpus: Literal["all", "none"] | int = "none"
 

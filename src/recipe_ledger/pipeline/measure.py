@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -81,10 +82,26 @@ def _reset_prefix_cache(server) -> None:
         reset()
 
 
+def warm_up(base_url: str, model: str, requests: int) -> None:
+    """A few short completions before measuring: a fresh server's first requests pay one-off
+    start-up costs that belong to no sweep point (seen here: the first bench after boot ~20% slow)."""
+    body = json.dumps({"model": model, "prompt": "warm up", "max_tokens": 8, "temperature": 0}).encode()
+    for _ in range(requests):
+        request = urllib.request.Request(f"{base_url}/v1/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                response.read()
+        except OSError:
+            return  # not an OpenAI-style server (a study with its own probe): nothing to warm
+
+
 def sweep(plan: RunPlan, arm: ArmPlan, repeat: int, base_url: str | None, run_dir: Path, repo: Path,
           server=None, progress: Progress | None = None, tag: str = "") -> list[PointRecord]:
     """Every point x instrument for one launch of one arm."""
     records = []
+    if base_url and plan.experiment.server.warmup_requests:
+        warm_up(base_url, arm.served_model, plan.experiment.server.warmup_requests)
     for point in plan.experiment.points:
         for instrument in plan.experiment.instruments:
             if server is not None:

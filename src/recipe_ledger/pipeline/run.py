@@ -211,7 +211,7 @@ def decide_bars(ctx: RunContext, records: list[PointRecord], cals: dict[tuple[st
                 vbar = verdicts.Bar(metric=bar.metric, point=point, direction=bar.direction, min_effect=bar.min_effect)
                 control = samples(records, "control", instrument, bar.metric, point)
                 cand = samples(records, candidate, instrument, bar.metric, point)
-                v = verdicts.decide(control, cand, vbar, calibration)
+                v = verdicts.decide(control, cand, vbar, calibration, agreement_threshold=bar.agreement_threshold)
                 out_v.append(v)
                 out_b.append(BarVerdict(candidate=candidate, metric=bar.metric, point=point, direction=bar.direction,
                                         min_effect=bar.min_effect, outcome=v.outcome, effect=v.effect,
