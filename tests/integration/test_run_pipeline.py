@@ -199,3 +199,32 @@ def test_an_experiment_naming_a_missing_recipe(repo):
     failure = failure_after(repo, 2)(result)
     assert "missing-model" in failure["payload"]["cause"]
     assert len(result.stderr.strip().splitlines()) <= 2 and "Traceback" not in result.stderr
+
+
+STUDY_PROBE = textwrap.dedent("""\
+    import json, sys
+    placement, seed = sys.argv[1], int(sys.argv[2])
+    step = {"layer_copy": 330.0, "uva": 12.0, "hbm": 1.5}[placement] * (1 + 0.001 * (seed % 3))
+    print("allocating...")
+    print(json.dumps({"moe_step_ms_b1": step, "h2d_memcpy_gbps": 55.0, "arm": placement}))
+    """)
+
+
+def test_a_study_with_no_server_runs_the_command_instrument_per_arm(repo):
+    (repo / "scripts" / "study.py").write_text(STUDY_PROBE)
+    spec = {
+        "name": "placement", "hypothesis": "reading rows over UVA beats copying the layer", "box": "cpu-only",
+        "engine": "none", "server": {"needs_server": False},
+        "control": {"params": {"placement": "layer_copy"}},
+        "candidates": {"uva": {"params": {"placement": "uva"}}, "hbm": {"params": {"placement": "hbm"}}},
+        "instruments": [{"name": "bench", "kind": "command",
+                         "command": [sys.executable, "scripts/study.py", "{placement}", "{seed}"]}],
+        "points": [1], "repeats": 2,
+        "bars": [{"metric": "moe_step_ms_b1", "point": 1, "direction": "lower", "min_effect": 0.1}],
+        "calibration": {"repeats": 2},
+    }
+    (repo / "experiments" / "study.yaml").write_text(json.dumps(spec))
+    result = ledger(repo, "run", "experiments/study.yaml", "--no-mlflow")
+    bars = entries(repo)[-1]["payload"]["experiment"]["bars"]
+    assert {(b["candidate"], b["outcome"]) for b in bars} == {("uva", "win"), ("hbm", "win")}
+    assert "WIN" in result.stdout

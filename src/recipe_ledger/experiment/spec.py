@@ -56,6 +56,14 @@ class ReleaseArm(_Closed):
     overrides: Overrides = Field(default_factory=Overrides)
 
 
+class StudyArm(_Closed):
+    """An arm of a study with no server (a GPU microbenchmark): only a name and parameters, which
+    the command instrument's template receives as {arm} and {<param>}."""
+
+    kind: Literal["study"] = "study"
+    params: dict[str, str] = Field(default_factory=dict)
+
+
 def _arm_kind(value: Any) -> str:
     """An arm's kind, written or implied by its main key (recipe:, argv:, release:)."""
     if isinstance(value, BaseModel):
@@ -63,14 +71,15 @@ def _arm_kind(value: Any) -> str:
     if isinstance(value, dict):
         if "kind" in value:
             return str(value["kind"])
-        for key, kind in (("recipe", "recipe"), ("argv", "command"), ("release", "release")):
+        for key, kind in (("recipe", "recipe"), ("argv", "command"), ("release", "release"), ("params", "study")):
             if key in value:
                 return kind
     return "recipe"
 
 
 Arm = Annotated[
-    Annotated[RecipeArm, Tag("recipe")] | Annotated[CommandArm, Tag("command")] | Annotated[ReleaseArm, Tag("release")],
+    Annotated[RecipeArm, Tag("recipe")] | Annotated[CommandArm, Tag("command")]
+    | Annotated[ReleaseArm, Tag("release")] | Annotated[StudyArm, Tag("study")],
     Discriminator(_arm_kind),
 ]
 
@@ -154,11 +163,20 @@ class Experiment(_Closed):
                 raise ValueError(f"bar point {bar.point} is not one of the points {self.points}")
         return self
 
+    @model_validator(mode="after")
+    def _studies_have_no_server(self) -> Experiment:
+        kinds = {arm.kind for arm in (self.control, *self.candidates.values())}
+        if "study" in kinds and self.server.needs_server:
+            raise ValueError("study arms run no server: set server.needs_server to false")
+        if not self.server.needs_server and any(i.kind != "command" for i in self.instruments):
+            raise ValueError("with no server only 'command' instruments can measure")
+        return self
+
     @property
     def arm_names(self) -> list[str]:
         return ["control", *self.candidates]
 
-    def arm(self, name: str) -> RecipeArm | CommandArm | ReleaseArm:
+    def arm(self, name: str) -> RecipeArm | CommandArm | ReleaseArm | StudyArm:
         return self.control if name == "control" else self.candidates[name]
 
 

@@ -46,6 +46,7 @@ class MeasureContext:
     base_url: str | None = None
     model_name: str | None = None
     tokenizer: str | None = None
+    params: tuple[tuple[str, str], ...] = ()  # a study arm's parameters, for command templates
 
     @property
     def stem(self) -> str:

@@ -22,7 +22,7 @@ NAME = "command"
 
 
 def fill_template(template: list[str], ctx: MeasureContext, out_file: Path) -> list[str]:
-    values = {"arm": ctx.arm, "point": ctx.point, "repeat": ctx.repeat, "seed": ctx.seed,
+    values = {**dict(ctx.params), "arm": ctx.arm, "point": ctx.point, "repeat": ctx.repeat, "seed": ctx.seed,
               "out": str(out_file), "base_url": ctx.base_url or ""}
     try:
         return [part.format(**values) for part in template]

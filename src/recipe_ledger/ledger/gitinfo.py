@@ -12,6 +12,7 @@ entry claim a dirty tree.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +24,10 @@ LEDGER_DIR = "ledger"
 
 
 def _repo(path: Path):  # -> git.Repo | None
-    import git  # imported lazily: reading and verifying a ledger does not need it
-
+    try:
+        import git  # imported lazily: reading and verifying a ledger does not need it
+    except ImportError:  # GitPython absent, or no git executable (a bare GPU box)
+        return None
     try:
         return git.Repo(path, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
@@ -60,10 +63,21 @@ def script_blobs(root: Path, scripts: Sequence[str]) -> dict[str, str]:
     return blobs
 
 
+SNAPSHOT_ENV = "RECIPE_LEDGER_GIT_STATE"  # "<commit>" or "<commit>+dirty"
+
+
 def snapshot(root: Path) -> dict[str, Any] | None:
-    """``{"commit": sha or None, "dirty": bool}`` of the repository at ``root``; None outside git."""
+    """``{"commit": sha or None, "dirty": bool}`` of the repository at ``root``; None outside git.
+
+    A copy of the tree shipped to a box without its .git (a lent GPU machine) cannot see its own
+    commit; whoever shipped it states it in $RECIPE_LEDGER_GIT_STATE, and that is what is recorded.
+    """
+    stated = os.environ.get(SNAPSHOT_ENV)
     repo = _repo(root)
     if repo is None:
+        if stated:
+            commit, _, flag = stated.partition("+")
+            return {"commit": commit or None, "dirty": flag == "dirty"}
         return None
     try:
         commit = repo.head.commit.hexsha

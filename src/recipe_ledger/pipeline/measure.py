@@ -109,7 +109,7 @@ def sweep(plan: RunPlan, arm: ArmPlan, repeat: int, base_url: str | None, run_di
             before = server_metrics.scrape(base_url) if base_url else None
             ctx = MeasureContext(arm=f"{tag}{arm.name}", point=point, repeat=repeat, seed=plan.seed(point, repeat),
                                  out_dir=run_dir / "raw", base_url=base_url, model_name=arm.served_model,
-                                 tokenizer=arm.model_dir)
+                                 tokenizer=arm.model_dir, params=tuple(sorted(arm.params.items())))
             m = measure_point(plan, arm, instrument, ctx, repo)
             after = server_metrics.scrape(base_url) if base_url else None
             records.append(PointRecord(arm.name, repeat, point, instrument.name, m.instrument_version, ctx.seed,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recipe_ledger.errors import InputError
-from recipe_ledger.experiment.spec import CommandArm, Experiment, Overrides, RecipeArm, ReleaseArm
+from recipe_ledger.experiment.spec import CommandArm, Experiment, Overrides, RecipeArm, StudyArm
 from recipe_ledger.recipes.boxes import Box, load_box
 from recipe_ledger.recipes.catalog import RecipeRoot
 from recipe_ledger.recipes.command import CommandRequest, resolve_for_people
@@ -31,11 +31,13 @@ class ArmPlan:
     model_dir: str | None       # a local model directory (also the bench client's tokenizer)
     served_model: str           # the name clients send in requests
     image: str | None = None
+    params: dict[str, str] = field(default_factory=dict)  # a study arm's template parameters
 
     @property
     def fingerprint(self) -> str:
         """What makes two launches the same configuration: argv, env (secrets redacted), image."""
-        blob = json.dumps({"argv": self.argv, "env": redact_env(self.env), "image": self.image}, sort_keys=True)
+        blob = json.dumps({"argv": self.argv, "env": redact_env(self.env), "image": self.image,
+                           "params": self.params}, sort_keys=True)
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -139,9 +141,12 @@ def plan_run(spec_path: Path, experiment: Experiment, root: RecipeRoot, repo: Pa
             plan = _recipe_arm(root, box, name, arm, repo)
         elif isinstance(arm, CommandArm):
             plan = _command_arm(name, arm)
+        elif isinstance(arm, StudyArm):
+            arms[name] = ArmPlan(name, [], {}, f"study arm {name}", None, "-", params=dict(arm.params))
+            continue
         else:
-            raise InputError(f"arm {name!r} names release {arm.release!r}; release arms need the releases "
-                             "feature", hint="use a recipe or command arm")
+            raise InputError(f"arm {name!r} names release {arm.release!r}; release arms are not supported "
+                             "by this version yet", hint="use a recipe or command arm")
         argv = with_server_address(plan.argv, experiment.server.host, experiment.server.port)
         if argv[0] == "vllm" and experiment.server.launcher == "process":
             argv = [engine_bin, *argv[1:]]
