@@ -45,6 +45,9 @@ def _register() -> None:
     main.add_command(run_commands.calibrate_cmd)
     for command in ledger_commands.COMMANDS:
         main.add_command(command)
+    from recipe_ledger.cli import mlflow_commands
+
+    main.add_command(mlflow_commands.mlflow_group)
 
 
 _register()

@@ -153,15 +153,15 @@ def _execute_with_progress(plan, ledger, writer, repo) -> runner.RunOutcome:
 
 
 def _sync_mlflow(repo: Path, tracking_uri: str | None) -> None:
-    try:
-        from recipe_ledger.tracking import sync_ledger
-    except ImportError:
-        click.echo("MLflow is not installed here: the run is in the ledger; `ledger mlflow sync` indexes it later")
-        return
+    """Index the run at once when MLflow is here and answers; the ledger is the record either way."""
+    from recipe_ledger.tracking import TrackingUnavailable, sync_ledger
+
     try:
         synced = sync_ledger(repo, tracking_uri)
         click.echo(f"indexed in MLflow: {synced}")
-    except Exception as error:  # noqa: BLE001 - the ledger is the record; indexing may fail and be retried
+    except TrackingUnavailable as error:
+        click.echo(f"not indexed in MLflow now ({error.message}); `ledger mlflow sync` indexes it later")
+    except Exception as error:  # noqa: BLE001 - indexing may fail and be retried; the run is recorded
         click.echo(f"MLflow indexing failed ({error}); the ledger has the run: `ledger mlflow sync` later")
 
 

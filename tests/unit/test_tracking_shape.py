@@ -1,0 +1,456 @@
+"""How ledger entries map onto MLflow runs, without MLflow: names, tags, params, metrics, children,
+redaction, and the idempotent sync against an in-memory stand-in for the tracking store."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from recipe_ledger import tracking
+from recipe_ledger.cli import main
+from recipe_ledger.ledger import actions
+from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.tracking import (
+    ENTRY_TAG,
+    STATUS_TAG,
+    IndexedRun,
+    RunSpec,
+    SyncReport,
+    entry_spec,
+    key,
+    run_folder,
+    safe_uri,
+    sync_entries,
+)
+
+RUN_ID = "wiring-20260101T000000Z-abcd"
+FP_CONTROL = "sha256:" + "a" * 64
+FP_FAST = "sha256:" + "b" * 64
+SECRET = "hf_" + "Q" * 30
+
+
+# ------------------------------------------------------------------------------ a small real ledger
+
+
+def bar(point: int = 4, outcome: str = "win") -> dict:
+    return {"candidate": "fast", "metric": "output_tps_total", "point": point, "direction": "higher",
+            "min_effect": 0.05, "outcome": outcome, "effect": 0.3, "ci_low": 0.28, "ci_high": 0.31, "mde": 0.01,
+            "control": 400.0, "value": 520.0, "reason": "effect +30% exceeds the bar"}
+
+
+def experiment(run_id: str = RUN_ID) -> dict:
+    return {
+        "name": "wiring", "spec": "experiments/x.yaml", "spec_sha256": "sha256:" + "c" * 64, "box": "cpu-only",
+        "run_id": run_id, "points": [1, 4], "repeats": 2, "schedule": ["control#1", "fast#1", "fast#2", "control#2"],
+        "instruments": {"probe": "command:54be33543e056229"}, "method": "rl-verdict/1", "duration_s": 2.0,
+        "host": {"cpu": "Xeon", "hostname": "box-a"}, "bars": [bar()],
+        "arms": {
+            "control": {"source": "raw command", "fingerprint": FP_CONTROL, "argv": ["serve", "--api-key", SECRET],
+                        "env": {}, "image": "vllm/vllm-openai@sha256:" + "d" * 64},
+            "fast": {"source": "raw command", "fingerprint": FP_FAST, "argv": ["serve", "--fast"], "env": {}},
+        },
+    }
+
+
+def result_payload(run_id: str = RUN_ID) -> dict:
+    return {"schema_version": 2, "subject": "wiring", "text": "fast output_tps_total@4: win (+30.0%)",
+            "metrics": {"control.c4.output_tps_total": 400.0, "fast.c4.output_tps_total": 520.0}, "verdict": "win",
+            "conditions": {"box": "cpu-only", "run_id": run_id}, "experiment": experiment(run_id),
+            "origin": {"how": "measured", "source": run_id}}
+
+
+GIT = {"commit": "1" * 40, "dirty": False, "scripts": {"scripts/probe.py": "2" * 40}}
+
+
+@pytest.fixture()
+def ledger(tmp_path) -> Ledger:
+    return Ledger.init(tmp_path)
+
+
+def add_result(ledger: Ledger, run_id: str = RUN_ID) -> dict:
+    return ledger.append("result", result_payload(run_id), writer="box-a", git=GIT)
+
+
+def add_calibration(ledger: Ledger) -> dict:
+    payload = {"schema_version": 2, "instrument": "probe", "metric": "output_tps_total", "method": "rl-verdict/1",
+               "fingerprint": "sha256:" + "e" * 64, "text": "A/A calibration",
+               "points": {"4": {"n": 2, "mean": 400.0, "sigma": 1.1, "cv": 0.0028, "max_spread": 0.004,
+                                "samples": [400.8, 399.2]}},
+               "conditions": {"box": "cpu-only", "experiment": "wiring"}, "origin": {"how": "measured", "source": RUN_ID}}
+    return ledger.append("calibration", payload, writer="box-a", git=None)
+
+
+def add_failure(ledger: Ledger) -> dict:
+    payload = {"schema_version": 1, "subject": "wiring", "cause_class": "oom",
+               "cause": "measurement: the server ran out of memory", "log_tail": f"HF_TOKEN={SECRET}\nCUDA out of memory",
+               "minutes_lost": 1.5, "conditions": {"box": "cpu-only", "run_id": "wiring-x", "stage": "measurement"},
+               "origin": {"how": "measured", "source": "wiring-x"}}
+    return ledger.append("failure", payload, writer="box-a", git=None)
+
+
+def record(arm: str, repeat: int, point: int, value: float, **extra) -> dict:
+    return {"arm": arm, "repeat": repeat, "point": point, "instrument": "probe",
+            "instrument_version": "command:54be33543e056229", "seed": repeat * 1000 + point,
+            "metrics": {"output_tps_total": value}, "server": {"prefix_cache_hit_rate": 0.5},
+            "raw_file": f"raw/{arm}-p{point}-r{repeat}.stdout.log", "raw_sha256": "sha256:" + "f" * 64,
+            "wall_s": 0.06, **extra}
+
+
+def make_run_dir(runs_dir: Path, run_id: str = RUN_ID) -> Path:
+    run_dir = runs_dir / run_id
+    (run_dir / "raw").mkdir(parents=True)
+    records = [record(a, r, p, 100.0 * p) for a, r in (("control", 1), ("fast", 1), ("fast", 2), ("control", 2))
+               for p in (1, 4)]
+    (run_dir / "measurements.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (run_dir / "calibration.jsonl").write_text(json.dumps(record("control", 1, 4, 400.0)) + "\n")
+    (run_dir / "plan.json").write_text(json.dumps({"arms": {"control": {"fingerprint": FP_CONTROL}}}))
+    (run_dir / "summary.json").write_text("{}")
+    (run_dir / "server-control-r1.log").write_text(f"starting with --api-key {SECRET}\nready\n")
+    (run_dir / "server-aa-control-r1.log").write_text("ready\n")
+    (run_dir / "raw" / "control-p4-r1.stdout.log").write_text('{"output_tps_total": 400}\n')
+    (run_dir / "raw" / "aa-control-p4-r1.stdout.log").write_text('{"output_tps_total": 400}\n')
+    (run_dir / "raw" / "profile.bin").write_bytes(b"\xff\xfe\x00binary")
+    return run_dir
+
+
+# ------------------------------------------------------------------------------ names and shapes
+
+
+def test_importing_the_module_does_not_import_mlflow():
+    code = "import sys, recipe_ledger.tracking, recipe_ledger.cli; assert 'mlflow' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_using_it_without_mlflow_names_the_install_command(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # what an environment without MLflow looks like
+    Ledger.init(tmp_path)
+    with pytest.raises(tracking.TrackingUnavailable, match=r"pip install 'recipe-ledger\[tracking\]'"):
+        tracking.sync_ledger(tmp_path)
+
+
+def test_the_cli_reports_a_missing_mlflow_in_one_line_with_exit_code_3(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "mlflow", None)
+    Ledger.init(tmp_path)
+    result = CliRunner().invoke(main, ["mlflow", "sync", "--root", str(tmp_path)])
+    assert result.exit_code == 3
+    assert "recipe-ledger[tracking]" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(("parts", "expected"), [
+    (("verdict", "fast", "output_tps_total", "c4"), "verdict.fast.output_tps_total.c4"),
+    (("verdict", "fast", "tps@4"), "verdict.fast.tps_4"),  # MLflow refuses '@' in any name
+    (("a:b",), "a_b"),  # and ':' on Windows servers
+    (("script", "scripts/probe.py"), "script.scripts/probe.py"),  # slashes that stay one path are kept
+    (("x", "a//b"), "x.a__b"),  # a name that normalizes to another path is flattened
+    (("..", "x"), "x"),  # never a leading dot
+])
+def test_names_are_made_acceptable_to_mlflow(parts, expected):
+    assert key(*parts) == expected
+
+
+def test_run_folders_never_leave_runs_dir():
+    entry = {"payload": {"conditions": {"run_id": "../../etc"}, "origin": {"how": "measured", "source": "/abs"}}}
+    assert run_folder(entry) is None
+    assert run_folder({"payload": {"experiment": {"run_id": RUN_ID}}}) == RUN_ID
+    imported = {"payload": {"origin": {"how": "imported", "source": "000_81e5.txt"}}}
+    assert run_folder(imported) is None  # an imported entry's source is a document, not a run
+
+
+def test_a_result_maps_to_one_parent_with_verdict_tags_and_pinned_params(ledger, tmp_path):
+    entry = {**add_result(ledger), "git": GIT}  # as `ledger run` pins an instrument script
+    spec = entry_spec(entry, tmp_path / "runs")
+    assert spec.name == RUN_ID  # "<experiment>-<stamp>-<hex>": the experiment name is already in it
+    assert spec.tags[ENTRY_TAG] == entry["id"] and spec.tags["ledger.kind"] == "result"
+    assert spec.tags["ledger.writer"] == "box-a" and spec.tags["box"] == "cpu-only"
+    assert spec.tags["git.commit"] == "1" * 40 and spec.tags["git.dirty"] == "false"
+    assert spec.tags["host.hostname"] == "box-a"
+    assert spec.tags["verdict.fast.output_tps_total.c4"] == "win"
+    assert spec.status_tags[STATUS_TAG] == "active"
+    assert spec.params["arm.control.fingerprint"] == FP_CONTROL
+    assert spec.params["arm.control.image"].startswith("vllm/vllm-openai@sha256:")
+    assert spec.params["arm.fast.model_sha256"] == "-"
+    assert spec.params["instrument.probe.version"] == "command:54be33543e056229"
+    assert spec.params["experiment.spec"] == "experiments/x.yaml"
+    assert spec.params["experiment.spec_sha256"] == "sha256:" + "c" * 64
+    assert spec.params["script.scripts/probe.py"] == "2" * 40
+    assert spec.metrics["fast.c4.output_tps_total"] == 520.0
+    assert spec.metrics["verdict.fast.output_tps_total.c4.effect"] == pytest.approx(0.3)
+    assert spec.metrics["verdict.fast.output_tps_total.c4.ci_low"] == pytest.approx(0.28)
+    assert spec.end_ms - spec.start_ms == 2000  # the run's duration, ending when the entry was written
+
+
+def test_without_its_run_folder_a_result_still_gets_params_and_metrics(ledger, tmp_path):
+    spec = entry_spec(add_result(ledger), tmp_path / "runs")
+    assert spec.run_dir is None and spec.children == () and spec.files == ()
+    assert spec.params and spec.metrics
+
+
+def test_with_its_run_folder_a_result_gets_children_and_files(ledger, tmp_path):
+    make_run_dir(tmp_path / "runs")
+    spec = entry_spec(add_result(ledger), tmp_path / "runs")
+    assert len(spec.children) == 8  # 2 arms x 2 repeats x 2 points
+    child = next(c for c in spec.children if c.name == "fast#2 c4")
+    assert child.params["arm"] == "fast" and child.params["repeat"] == "2" and child.params["point"] == "4"
+    assert child.params["seed"] == "2004" and child.params["instrument_version"] == "command:54be33543e056229"
+    assert child.params["arm_fingerprint"] == FP_FAST
+    assert child.metrics == {"output_tps_total": 400.0, "server.prefix_cache_hit_rate": 0.5, "wall_s": 0.06}
+    assert child.tags["ledger.parent_entry"] == spec.tags[ENTRY_TAG] and child.status_tags == {STATUS_TAG: "active"}
+    assert {"plan.json", "measurements.jsonl", "summary.json", "server-control-r1.log",
+            "raw/control-p4-r1.stdout.log"} <= set(spec.files)
+
+
+def test_a_calibration_gets_per_point_noise_and_its_a_a_children(ledger, tmp_path):
+    make_run_dir(tmp_path / "runs")
+    spec = entry_spec(add_calibration(ledger), tmp_path / "runs")
+    assert spec.tags["ledger.kind"] == "calibration" and spec.params["calibration.metric"] == "output_tps_total"
+    assert spec.metrics["c4.cv"] == pytest.approx(0.0028) and spec.metrics["c4.n"] == 2
+    assert [c.name for c in spec.children] == ["A/A control#1 c4"]
+    assert spec.children[0].params["arm_fingerprint"] == FP_CONTROL  # from plan.json
+    assert "measurements.jsonl" not in spec.files and "server-aa-control-r1.log" in spec.files
+
+
+def test_a_failure_carries_its_cause_and_log_tail_as_text(ledger, tmp_path):
+    spec = entry_spec(add_failure(ledger), tmp_path / "runs")
+    assert spec.name == "failed (oom): wiring wiring-x"
+    assert spec.tags["ledger.cause_class"] == "oom" and spec.tags["ledger.stage"] == "measurement"
+    assert spec.metrics == {"minutes_lost": 1.5}
+    assert "CUDA out of memory" in spec.texts["failure.txt"]
+
+
+# ------------------------------------------------------------------------------ secrets
+
+
+def all_strings(spec: RunSpec) -> list[str]:
+    out = [spec.name, *spec.tags, *spec.tags.values(), *spec.status_tags.values(), *spec.params,
+           *spec.params.values(), *spec.metrics, *spec.texts.values()]
+    return out + [s for child in spec.children for s in all_strings(child)]
+
+
+def test_no_secret_reaches_a_tag_param_name_or_text(ledger, tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "s3cr3t-value-from-env")
+    make_run_dir(tmp_path / "runs")
+    entries = [add_result(ledger), add_failure(ledger)]
+    # The ledger redacted these on append already; entries from elsewhere may not have been.
+    entries[0]["payload"]["experiment"]["bars"][0]["reason"] = "see s3cr3t-value-from-env"
+    entries[0]["payload"]["experiment"]["arms"]["fast"]["argv"] = ["serve", "--hf-token", SECRET]
+    for entry in entries:
+        strings = all_strings(entry_spec(entry, tmp_path / "runs"))
+        assert not [s for s in strings if SECRET in s or "s3cr3t-value-from-env" in s]
+
+
+def test_files_are_uploaded_as_redacted_copies_and_binaries_are_withheld(tmp_path):
+    run_dir = make_run_dir(tmp_path / "runs")
+    staging = tmp_path / "staging"
+    withheld = tracking.stage_redacted(run_dir, ["server-control-r1.log", "raw/profile.bin"], staging)
+    assert withheld == ["raw/profile.bin"]
+    assert SECRET not in (staging / "server-control-r1.log").read_text()
+    assert "ready" in (staging / "server-control-r1.log").read_text()
+    assert SECRET in (run_dir / "server-control-r1.log").read_text()  # the original is never touched
+
+
+def test_printed_uris_carry_no_password():
+    assert safe_uri("https://alice:pw@mlflow.lab:5000") == "https://mlflow.lab:5000"
+    assert safe_uri("sqlite:////abs/mlflow.db") == "sqlite:////abs/mlflow.db"
+
+
+# ------------------------------------------------------------------------------ idempotent sync
+
+
+@dataclass
+class FakeRun:
+    spec: RunSpec
+    tags: dict
+    parent: str | None
+    finished: bool = False
+    deleted: bool = False
+    files: dict = field(default_factory=dict)
+
+
+class FakeStore:
+    """The TrackingClient protocol in memory, counting calls."""
+
+    def __init__(self):
+        self.runs: dict[str, FakeRun] = {}
+        self.created = 0
+
+    def active(self):
+        return {rid: r for rid, r in self.runs.items() if not r.deleted}
+
+    def indexed_runs(self):
+        return [IndexedRun(rid, r.tags[ENTRY_TAG], r.finished, int(rid.removeprefix("run")), dict(r.tags))
+                for rid, r in self.active().items() if r.tags.get("ledger.role") == "entry"]
+
+    def create_run(self, spec, parent_run_id=None):
+        self.created += 1
+        run_id = f"run{self.created}"
+        self.runs[run_id] = FakeRun(spec, dict(spec.tags), parent_run_id)
+        return run_id
+
+    def upload_dir(self, run_id, local_dir):
+        for path in local_dir.rglob("*"):
+            if path.is_file():
+                self.runs[run_id].files[path.relative_to(local_dir).as_posix()] = path.read_text()
+
+    def finish(self, run_id, end_ms):
+        self.runs[run_id].finished = True
+
+    def set_tags(self, run_id, tags):
+        self.runs[run_id].tags.update(tags)
+
+    def child_run_ids(self, run_id):
+        return [rid for rid, r in self.active().items() if r.parent == run_id]
+
+    def delete_run(self, run_id):
+        self.runs[run_id].deleted = True
+
+
+def sync(store: FakeStore, ledger: Ledger, runs_dir: Path) -> SyncReport:
+    ledger.refresh()
+    return sync_entries(store, ledger.entries(), runs_dir, SyncReport("fake://", "recipe-ledger"))
+
+
+def test_sync_creates_each_entry_once_and_then_skips_it(ledger, tmp_path):
+    runs_dir = tmp_path / "runs"
+    make_run_dir(runs_dir)
+    result = add_result(ledger)
+    add_calibration(ledger)
+    actions.note(ledger, "not indexed", writer="box-a", git=None)
+    store = FakeStore()
+    first = sync(store, ledger, runs_dir)
+    assert (first.created, first.updated, first.skipped) == (2, 0, 0)
+    parent = store.runs[first.runs[result["id"]]]
+    assert parent.finished and parent.tags["ledger.files"] == "attached"
+    assert len(store.child_run_ids(first.runs[result["id"]])) == 8
+    assert SECRET not in parent.files["server-control-r1.log"]
+    assert "raw/profile.bin" not in parent.files and parent.tags["ledger.files_withheld"] == "raw/profile.bin"
+    count = len(store.runs)
+    second = sync(store, ledger, runs_dir)
+    assert (second.created, second.updated, second.skipped) == (0, 0, 2)
+    assert len(store.runs) == count and second.runs == first.runs
+    assert str(second).startswith("0 created, 0 updated, 2 unchanged")
+
+
+def test_a_retraction_is_mirrored_into_the_status_tags_of_the_parent_and_children(ledger, tmp_path):
+    runs_dir = tmp_path / "runs"
+    make_run_dir(runs_dir)
+    result = add_result(ledger)
+    store = FakeStore()
+    run_id = sync(store, ledger, runs_dir).runs[result["id"]]
+    retraction = actions.retract(ledger, result["id"], reason="the probe was miscalibrated", writer="box-a", git=None)
+    report = sync(store, ledger, runs_dir)
+    assert (report.created, report.updated) == (0, 1)
+    tags = store.runs[run_id].tags
+    assert tags[STATUS_TAG] == "retracted"
+    assert tags["ledger.status_note"] == f"retracted by {retraction['id'][:12]}: the probe was miscalibrated"
+    assert tags["mlflow.note.content"].startswith("**RETRACTED**")
+    assert {store.runs[c].tags[STATUS_TAG] for c in store.child_run_ids(run_id)} == {"retracted"}
+    assert sync(store, ledger, runs_dir).skipped == 1
+
+
+def test_an_unfinished_run_from_a_killed_sync_is_rebuilt(ledger, tmp_path):
+    result = add_result(ledger)
+    store = FakeStore()
+    run_id = sync(store, ledger, tmp_path / "runs").runs[result["id"]]
+    store.runs[run_id].finished = False  # as if the sync had died before marking it done
+    report = sync(store, ledger, tmp_path / "runs")
+    assert (report.created, report.repaired) == (1, 1)
+    assert store.runs[run_id].deleted and len(store.indexed_runs()) == 1
+
+
+def test_duplicates_from_two_syncs_at_once_are_reduced_to_the_oldest(ledger, tmp_path):
+    result = add_result(ledger)
+    store = FakeStore()
+    first = sync(store, ledger, tmp_path / "runs").runs[result["id"]]
+    duplicate = tracking.create_tree(store, entry_spec(result, tmp_path / "runs"))
+    report = sync(store, ledger, tmp_path / "runs")
+    assert report.repaired == 1 and report.runs[result["id"]] == first and store.runs[duplicate].deleted
+
+
+def test_a_run_indexed_without_its_folder_gets_it_when_a_box_that_has_it_syncs(ledger, tmp_path):
+    result = add_result(ledger)
+    store = FakeStore()
+    run_id = sync(store, ledger, tmp_path / "runs").runs[result["id"]]
+    assert store.runs[run_id].tags["ledger.files"] == "absent" and not store.child_run_ids(run_id)
+    make_run_dir(tmp_path / "runs")
+    report = sync(store, ledger, tmp_path / "runs")
+    assert report.updated == 1 and report.runs[result["id"]] == run_id
+    assert len(store.child_run_ids(run_id)) == 8 and "measurements.jsonl" in store.runs[run_id].files
+    assert sync(store, ledger, tmp_path / "runs").skipped == 1
+
+
+def test_other_kinds_are_not_indexed(ledger, tmp_path):
+    actions.note(ledger, "a closed door", writer="box-a", git=None)
+    store = FakeStore()
+    report = sync(store, ledger, tmp_path / "runs")
+    assert report.runs == {} and store.runs == {}
+
+
+# ------------------------------------------------------------------------------ export (no MLflow needed)
+
+
+def fake_store(root: Path) -> None:
+    """The two MLflow tables export rewrites, with absolute artifact paths as a local sync leaves them."""
+    artifacts = root / "mlartifacts" / "recipe-ledger"
+    (artifacts / "r1" / "artifacts").mkdir(parents=True)
+    (artifacts / "r1" / "artifacts" / "plan.json").write_text("{}")
+    with sqlite3.connect(root / "mlflow.db") as db:
+        db.execute("CREATE TABLE experiments (experiment_id INTEGER, artifact_location TEXT)")
+        db.execute("CREATE TABLE runs (run_uuid TEXT, artifact_uri TEXT)")
+        db.execute("INSERT INTO experiments VALUES (1, ?)", (str(artifacts),))
+        db.execute("INSERT INTO runs VALUES ('r1', ?)", (f"{artifacts}/r1/artifacts",))
+        db.execute("INSERT INTO runs VALUES ('r2', 's3://elsewhere/r2')")
+    db.close()
+
+
+def test_export_copies_the_store_with_artifact_paths_relative_to_the_folder(tmp_path):
+    repo, dest = tmp_path / "repo", tmp_path / "out"
+    repo.mkdir()
+    fake_store(repo)
+    report = tracking.export_local_store(repo, dest)
+    assert (report.runs, report.artifact_files, report.outside) == (2, 1, 1)
+    with sqlite3.connect(dest / "mlflow.db") as db:
+        uris = dict(db.execute("SELECT run_uuid, artifact_uri FROM runs").fetchall())
+        location = db.execute("SELECT artifact_location FROM experiments").fetchone()[0]
+    db.close()
+    assert uris == {"r1": "mlartifacts/recipe-ledger/r1/artifacts", "r2": "s3://elsewhere/r2"}
+    assert location == "mlartifacts/recipe-ledger"
+    assert (dest / uris["r1"] / "plan.json").is_file() and (dest / "README.txt").is_file()
+    assert "mlflow ui --backend-store-uri sqlite:///mlflow.db" in str(report)
+
+
+def test_export_refuses_a_non_empty_folder_and_a_remote_store(tmp_path):
+    fake_store(tmp_path)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "x").write_text("")
+    with pytest.raises(tracking.InputError, match="not empty"):
+        tracking.export_local_store(tmp_path, tmp_path / "out")
+    with pytest.raises(tracking.InputError, match="local SQLite"):
+        tracking.export_local_store(tmp_path, tmp_path / "out2", "http://mlflow.lab:5000")
+
+
+def test_a_server_refusing_this_host_gets_a_hint_naming_allowed_hosts():
+    message = "API request failed with error code 403 != 200. Response body: 'Invalid Host header - possible DNS"
+    assert "--allowed-hosts mlflow.lab:5000" in tracking._hint_for(message, "http://u:p@mlflow.lab:5000")
+    assert tracking._hint_for("anything else", "http://x").startswith("ledger mlflow sync")
+
+
+def test_a_sync_of_indexed_entries_reads_no_run_folder(ledger, tmp_path, monkeypatch):
+    """Syncing a large, already indexed ledger must stay cheap: only the status tags are computed."""
+    make_run_dir(tmp_path / "runs")
+    add_result(ledger)
+    store = FakeStore()
+    sync(store, ledger, tmp_path / "runs")
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("an indexed entry's run folder was read again")
+
+    monkeypatch.setattr(tracking, "read_records", refuse)
+    monkeypatch.setattr(tracking, "stage_redacted", refuse)
+    assert sync(store, ledger, tmp_path / "runs").skipped == 1
