@@ -51,7 +51,7 @@ Progress = Callable[[str, int, int], None]  # (arm, repeat, point) -> None, afte
 def launch_spec(plan: RunPlan, arm: ArmPlan, repeat: int, run_dir: Path, run_id: str, tag: str = "") -> LaunchSpec:
     server = plan.experiment.server
     return LaunchSpec(
-        argv=arm.argv, env={**os.environ, **arm.env} if server.launcher == "process" else arm.env,
+        argv=arm.argv, env=arm.env,  # the process launcher adds the environment it runs in
         host=server.host, port=server.port, health_path="/health", health_timeout_s=server.health_timeout_s,
         log_path=run_dir / f"server-{tag}{arm.name}-r{repeat}.log", run_id=run_id,
         image=arm.image if server.launcher == "docker" else None, volumes=dict(server.volumes),

@@ -1,0 +1,39 @@
+"""Launching a server for one arm x repeat: a local process group or a docker container.
+
+```
+with ProcessLauncher().start(spec) as server:   # returns once spec.health_path answers 200
+    server.base_url, server.is_alive(), server.log_tail(80)
+# leaving the block stops the server and waits until its port is free and nothing of it remains
+```
+
+A boot that fails raises ``BootFailure`` with a ``cause`` the ledger records. ``stop_all()`` stops
+every server this process still holds (for a signal handler). Only ``containers`` imports ``docker``,
+and only when a docker launch is asked for.
+"""
+
+from recipe_ledger.launch.containers import DockerLauncher, DockerServer, cleanup_containers
+from recipe_ledger.launch.failures import BOOT_CAUSES, BootCause, BootFailure, classify_boot_failure
+from recipe_ledger.launch.ports import ensure_port_free, port_is_free, wait_port_free
+from recipe_ledger.launch.process import ProcessLauncher, ProcessServer
+from recipe_ledger.launch.registry import live_servers, stop_all
+from recipe_ledger.launch.server import RunningServer
+from recipe_ledger.launch.spec import LaunchSpec
+
+__all__ = [
+    "BOOT_CAUSES",
+    "BootCause",
+    "BootFailure",
+    "DockerLauncher",
+    "DockerServer",
+    "LaunchSpec",
+    "ProcessLauncher",
+    "ProcessServer",
+    "RunningServer",
+    "classify_boot_failure",
+    "cleanup_containers",
+    "ensure_port_free",
+    "live_servers",
+    "port_is_free",
+    "stop_all",
+    "wait_port_free",
+]

@@ -1,0 +1,306 @@
+"""Launch a server in a docker container: the 000 seed's ``docker run`` shape, through the docker SDK.
+
+``docker run -d --gpus all --ipc host --network host --ulimit memlock=-1 --cap-add IPC_LOCK -v ... IMAGE ARGV``
+
+This is the only module of the package that talks to docker, and it imports the SDK lazily so that
+``recipe_ledger`` imports (and the process launcher works) on a box without it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from recipe_ledger.errors import InputError
+from recipe_ledger.launch.failures import BootFailure, classify_boot_failure, hint_for, redacted_tail
+from recipe_ledger.launch.ports import ensure_port_free
+from recipe_ledger.launch.server import RunningServer
+from recipe_ledger.launch.spec import LaunchSpec
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+    from docker.models.containers import Container
+
+log = logging.getLogger(__name__)
+
+LABEL_MANAGED = "recipe-ledger.managed"
+LABEL_RUN = "recipe-ledger.run"
+LABEL_LAUNCH = "recipe-ledger.launch"
+DEFAULT_STOP_TIMEOUT_S = 10
+_LOG_PUMP_JOIN_S = 5.0
+_DOCKER_START_HINT = "dockerd >/var/log/dockerd.log 2>&1 &  (or: systemctl start docker), then: docker info"
+
+
+class DockerServer(RunningServer):
+    """A server in a container this process created; stopping it also removes the container."""
+
+    def __init__(self, spec: LaunchSpec, container: Container, log_start_offset: int, stop_timeout_s: int):
+        self._container = container
+        self.container_id: str = container.id
+        self.container_name: str = container.name
+        self.pid = None  # the process is the container's business; container_id identifies it
+        self._stop_timeout_s = stop_timeout_s
+        self._pump = _LogPump(container, spec)
+        super().__init__(spec, log_start_offset)
+
+    def start_container(self) -> None:
+        self._container.start()
+        self._pump.start()
+
+    def exit_code(self) -> int | None:
+        from docker.errors import NotFound
+
+        try:
+            self._container.reload()
+        except NotFound:
+            return -1  # removed behind our back (docker rm -f): it is not running, status unknown
+        state = self._container.attrs.get("State", {})
+        if state.get("Status") not in ("exited", "dead"):
+            return None
+        # A container memory limit kills with SIGKILL; say so with the code the classifier knows.
+        return 137 if state.get("OOMKilled") else int(state.get("ExitCode", -1))
+
+    def _terminate(self) -> None:
+        from docker.errors import NotFound
+
+        try:
+            # docker sends SIGTERM, then SIGKILL after the timeout.
+            self._container.stop(timeout=self._stop_timeout_s)
+        except NotFound:
+            return
+        self._pump.finish()
+        try:
+            self._container.remove(force=True)
+        except NotFound:
+            pass
+
+
+class DockerLauncher:
+    """Starts ``spec.image`` with ``spec.argv`` as its command; needs the image present locally."""
+
+    def __init__(self, client: DockerClient | None = None, stop_timeout_s: int = DEFAULT_STOP_TIMEOUT_S):
+        self._client = client
+        self.stop_timeout_s = stop_timeout_s
+
+    def start(self, spec: LaunchSpec) -> DockerServer:
+        """A healthy server, or ``BootFailure`` (after teardown); never leaves a container behind."""
+        if not spec.is_docker:
+            raise InputError(
+                "the docker launcher needs an image",
+                where="LaunchSpec.image",
+                hint="set image= (repository@sha256:... preferred), or use ProcessLauncher",
+            )
+        ensure_port_free(spec.host, spec.port)
+        client = self.client()
+        _require_image(client, spec)
+        launch_id = uuid.uuid4().hex
+        server: DockerServer | None = None
+        try:
+            server = self._create(client, spec, launch_id)
+            server.start_container()
+            server.wait_until_ready()
+            return server
+        except BaseException as error:
+            # Also on Ctrl-C mid-create, when there is no server object yet: the label finds it.
+            if server is not None:
+                server.stop_quietly()
+            _remove_labelled_quietly(client, f"{LABEL_LAUNCH}={launch_id}")
+            translated = _docker_boot_failure(error, spec)
+            if translated is not None:
+                raise translated from error
+            raise
+
+    def client(self) -> DockerClient:
+        """The docker client, connected on first use; ``BootFailure(docker_unavailable)`` without a daemon."""
+        if self._client is None:
+            self._client = connect()
+        return self._client
+
+    def _create(self, client: DockerClient, spec: LaunchSpec, launch_id: str) -> DockerServer:
+        log_start_offset = _prepare_log(spec)
+        container = client.containers.create(spec.image, **container_options(spec, launch_id))
+        return DockerServer(spec, container, log_start_offset, self.stop_timeout_s)
+
+
+def connect() -> DockerClient:
+    """A client whose daemon answered a ping."""
+    try:
+        import docker
+    except ImportError as error:
+        raise BootFailure(
+            "docker_unavailable", "the docker SDK is not installed", hint="pip install 'docker>=7.1'"
+        ) from error
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as error:
+        raise BootFailure(
+            "docker_unavailable", f"the docker daemon does not answer ({error})", hint=_DOCKER_START_HINT
+        ) from error
+    return client
+
+
+def container_options(spec: LaunchSpec, launch_id: str) -> dict[str, Any]:
+    """Keyword arguments of ``containers.create`` for ``spec``: the seed's ``docker run`` flags."""
+    from docker.types import DeviceRequest, Ulimit
+
+    options: dict[str, Any] = {
+        "command": list(spec.argv),
+        "detach": True,
+        "environment": dict(spec.env),
+        "ipc_mode": "host",  # NCCL and vLLM's shared-memory broadcast need the host's /dev/shm
+        "ulimits": [Ulimit(name="memlock", soft=spec.ulimit_memlock, hard=spec.ulimit_memlock)],
+        "cap_add": ["IPC_LOCK"],
+        "volumes": [f"{host}:{target}" for host, target in spec.volumes.items()],
+        "labels": {LABEL_MANAGED: "1", LABEL_RUN: spec.run_id, LABEL_LAUNCH: launch_id},
+        "name": spec.name or f"rl-{spec.run_id}-{launch_id[:8]}",
+        "init": spec.init,
+    }
+    if spec.network == "host":
+        options["network_mode"] = "host"
+    else:
+        options["network"] = spec.network
+        options["ports"] = {f"{spec.published_port}/tcp": (spec.host, spec.port)}
+    if spec.gpus != "none":
+        count = -1 if spec.gpus == "all" else int(spec.gpus)
+        options["device_requests"] = [DeviceRequest(count=count, capabilities=[["gpu"]])]
+    if spec.shm_size is not None:
+        options["shm_size"] = spec.shm_size
+    return options
+
+
+def cleanup_containers(run_id: str | None = None, client: DockerClient | None = None) -> list[str]:
+    """Remove leftover containers this tool labelled (of one run, or all); returns their names."""
+    return _remove_labelled(client or connect(), cleanup_label(run_id))
+
+
+def cleanup_label(run_id: str | None) -> str:
+    """The label that selects one run's containers, or every container this tool manages."""
+    return f"{LABEL_RUN}={run_id}" if run_id is not None else f"{LABEL_MANAGED}=1"
+
+
+def _remove_labelled(client: DockerClient, label: str) -> list[str]:
+    from docker.errors import NotFound
+
+    removed = []
+    # The low-level list (no inspect per container): the SDK's containers.list() inspects each one
+    # and raises NotFound when another process removes one in between.
+    for summary in client.api.containers(all=True, filters={"label": [f"{LABEL_MANAGED}=1", label]}):
+        try:
+            client.api.remove_container(summary["Id"], force=True)
+        except NotFound:
+            continue
+        removed.append(summary["Names"][0].lstrip("/") if summary.get("Names") else summary["Id"][:12])
+    return removed
+
+
+def _require_image(client: DockerClient, spec: LaunchSpec) -> None:
+    # Never pull: GPU boxes are often offline, and a pull would silently change what is measured.
+    from docker.errors import ImageNotFound
+
+    try:
+        client.images.get(spec.image)
+    except ImageNotFound as error:
+        repository = _repository_of(spec.image or "")
+        raise BootFailure(
+            "image_missing",
+            f"image {spec.image} is not on this machine",
+            where=spec.image,
+            hint=f"docker images --digests {repository}  # or: docker pull {spec.image}",
+        ) from error
+
+
+def _repository_of(image: str) -> str:
+    """``registry:5000/org/name`` from ``registry:5000/org/name:tag@sha256:...`` (a port is not a tag)."""
+    name = image.split("@", 1)[0]
+    head, _, tail = name.rpartition(":")
+    return head if head and "/" not in tail else name
+
+
+def _remove_labelled_quietly(client: DockerClient, label: str) -> None:
+    try:
+        _remove_labelled(client, label)
+    except Exception:  # cleanup on the way out must not hide why we are on the way out
+        log.warning("could not remove containers labelled %s", label, exc_info=True)
+
+
+def _docker_boot_failure(error: BaseException, spec: LaunchSpec) -> BootFailure | None:
+    """The ``BootFailure`` for an error of the docker SDK during a launch; None for any other error."""
+    if not isinstance(error, Exception) or isinstance(error, BootFailure):
+        return None
+    from docker.errors import APIError, DockerException
+    from requests.exceptions import ConnectionError as DaemonConnectionError
+
+    if isinstance(error, APIError):
+        return _api_boot_failure(error, spec)
+    if isinstance(error, (DockerException, DaemonConnectionError)):
+        return BootFailure(
+            "docker_unavailable",
+            f"the docker daemon stopped answering ({error})",
+            where=spec.image,
+            hint=_DOCKER_START_HINT,
+        )
+    return None
+
+
+def _api_boot_failure(error: Exception, spec: LaunchSpec) -> BootFailure:
+    # The daemon refused to create or start the container (a port already allocated, no GPU
+    # runtime, a bad volume): its explanation is the only log there is.
+    text = str(getattr(error, "explanation", None) or error)
+    cause = classify_boot_failure(text, None, False)
+    return BootFailure(
+        cause,
+        f"docker refused the container: {text}",
+        log_tail=redacted_tail(text, extra_env=spec.env),
+        where=spec.image,
+        hint=hint_for(cause, spec.log_path, spec.port),
+    )
+
+
+def _prepare_log(spec: LaunchSpec) -> int:
+    spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(spec.log_path, "ab") as handle:  # append: a retried launch keeps the earlier log
+        return handle.tell()
+
+
+class _LogPump:
+    """Copies the container's output into the log file as it comes, so ``log_tail`` is live."""
+
+    def __init__(self, container: Container, spec: LaunchSpec):
+        self._container = container
+        self._path = spec.log_path
+        self._written = 0
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"logs-{container.name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def finish(self) -> None:
+        """Wait for the stream to end (the container stopped); fetch what a broken stream missed."""
+        if self._thread.ident is None:
+            return
+        self._thread.join(_LOG_PUMP_JOIN_S)
+        if self._error is not None and not self._thread.is_alive():
+            self._fetch_rest()
+
+    def _run(self) -> None:
+        try:
+            with open(self._path, "ab") as handle:
+                for chunk in self._container.logs(stream=True, follow=True, stdout=True, stderr=True):
+                    handle.write(chunk)
+                    handle.flush()
+                    self._written += len(chunk)
+        except Exception as error:  # noqa: BLE001 - a thread must not die noisily; finish() fetches the rest
+            self._error = error
+
+    def _fetch_rest(self) -> None:
+        try:
+            everything = self._container.logs(stdout=True, stderr=True)
+        except Exception:
+            log.warning("could not fetch the logs of %s", self._container.name, exc_info=True)
+            return
+        with open(self._path, "ab") as handle:
+            handle.write(everything[self._written :])

@@ -1,0 +1,117 @@
+"""Why a server did not boot: one exception, and a pure classifier over its log.
+
+The cause is what the ledger records in a ``failure`` entry, so it has to mean the same thing for
+every launcher: it is read from the server's own words (its log) and its exit status, never from
+which launcher happened to run it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from recipe_ledger.errors import LedgerError
+from recipe_ledger.redact import redact_text
+
+BootCause = Literal[
+    "out_of_memory", "timeout", "crash", "rejected_flag", "port_in_use", "image_missing", "docker_unavailable"
+]
+BOOT_CAUSES: frozenset[str] = frozenset(BootCause.__args__)  # type: ignore[attr-defined]
+TAIL_LINES = 80
+
+# The exit statuses of a SIGKILL: the kernel's OOM killer (or a container memory limit) sends it.
+# A process launcher sees -9 from Popen; docker reports 128 + 9.
+_OOM_EXIT_CODES = frozenset({137, -9})
+
+_OOM_PATTERNS = (
+    r"CUDA out of memory",
+    r"CUDA error: out of memory",
+    r"HIP out of memory",
+    r"OutOfMemoryError",  # torch.OutOfMemoryError, torch.cuda.OutOfMemoryError
+    r"No available memory for the cache blocks",
+    r"Available KV cache memory: -",  # vLLM's budget went negative before the cache
+    r"larger than the available KV cache memory",  # vLLM: max-model-len does not fit
+    r"Cannot allocate memory",  # ENOMEM from pinning / mmap of host offload
+)
+_OOM = re.compile("|".join(_OOM_PATTERNS), re.IGNORECASE)
+# argparse's own words: vLLM (and most Python servers) reject flags through it.
+_REJECTED_FLAG = re.compile(
+    r"error: unrecognized arguments|invalid choice:|error: argument --|error: the following arguments are required"
+)
+_PORT_IN_USE = re.compile(r"address already in use|\[Errno 98\]|port is already allocated", re.IGNORECASE)
+
+
+def classify_boot_failure(log_text: str, exit_code: int | None, timed_out: bool) -> BootCause:
+    """The cause of a failed boot from the server's log, its exit status and whether time ran out.
+
+    Memory comes first: an OOM often surfaces later as a hang or an unrelated-looking crash, and it
+    is the cause a person can act on. A deadline that passed only explains the failure when the log
+    names nothing more specific.
+    """
+    if exit_code in _OOM_EXIT_CODES or _OOM.search(log_text):
+        return "out_of_memory"
+    if _REJECTED_FLAG.search(log_text):
+        return "rejected_flag"
+    if _PORT_IN_USE.search(log_text):
+        return "port_in_use"
+    if timed_out:
+        return "timeout"
+    return "crash"
+
+
+class BootFailure(LedgerError):
+    """The server did not answer its health check: ``cause`` says why, ``log_tail`` shows it."""
+
+    def __init__(
+        self,
+        cause: BootCause,
+        message: str,
+        *,
+        log_tail: str = "",
+        where: str | None = None,
+        hint: str | None = None,
+        server_exit_code: int | None = None,
+    ):
+        if cause not in BOOT_CAUSES:
+            raise ValueError(f"unknown boot failure cause {cause!r}; expected one of {sorted(BOOT_CAUSES)}")
+        self.cause = cause
+        self.log_tail = log_tail
+        # Not ``exit_code``: that class attribute is the CLI's exit status for every LedgerError.
+        self.server_exit_code = server_exit_code
+        super().__init__(f"{cause}: {message}", where=where, hint=hint)
+
+
+def redacted_tail(text: str, lines: int = TAIL_LINES, *, extra_env: Mapping[str, str] | None = None) -> str:
+    """The last ``lines`` lines of ``text`` with secrets hidden, including values the launch passed in env."""
+    tail = "\n".join(text.splitlines()[-lines:])
+    environ = {**os.environ, **(extra_env or {})}
+    return redact_text(tail, environ=environ)
+
+
+def read_log(path: Path, start_offset: int = 0, max_bytes: int = 1 << 20) -> str:
+    """This launch's part of a log file (from ``start_offset``), at most its last ``max_bytes``.
+
+    Logs are opened in append mode so a retried launch never overwrites an earlier one's log;
+    the offset keeps one launch from being judged by another's words.
+    """
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(start_offset, size - max_bytes))
+            return handle.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def hint_for(cause: BootCause, log_path: Path, port: int) -> str:
+    """The next command a person should run for each cause."""
+    return {
+        "out_of_memory": f"tail -n 80 {log_path}  # then lower --gpu-memory-utilization/--max-model-len or offload more",
+        "rejected_flag": f"tail -n 80 {log_path}  # the flag is not known to this server version",
+        "port_in_use": f"ss -ltnp 'sport = :{port}'",
+        "timeout": f"tail -n 80 {log_path}  # or raise health_timeout_s if the boot was still progressing",
+        "crash": f"tail -n 200 {log_path}",
+    }.get(cause, f"tail -n 80 {log_path}")

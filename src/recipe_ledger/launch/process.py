@@ -1,0 +1,145 @@
+"""Launch a server as a local process group (``vllm serve ...`` from a venv, or any command)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from recipe_ledger.errors import InputError
+from recipe_ledger.launch.ports import ensure_port_free
+from recipe_ledger.launch.server import RunningServer
+from recipe_ledger.launch.spec import LaunchSpec
+
+DEFAULT_STOP_GRACE_S = 15.0
+_KILL_CONFIRM_S = 5.0
+
+
+class ProcessServer(RunningServer):
+    """A server running as the leader of its own process group (its workers are in the group too)."""
+
+    def __init__(
+        self, spec: LaunchSpec, popen: subprocess.Popen[bytes], log_start_offset: int, stop_grace_s: float
+    ):
+        self._popen = popen
+        self.pid = popen.pid
+        self.pgid = popen.pid  # start_new_session=True: the leader's pid is the group id
+        self._stop_grace_s = stop_grace_s
+        super().__init__(spec, log_start_offset)
+
+    def exit_code(self) -> int | None:
+        return self._popen.poll()
+
+    def _terminate(self) -> None:
+        # vLLM spawns engine and worker processes; signalling the group reaches them all, and
+        # waiting for the group (not only the leader) is what "nothing of it remains" means.
+        deadline = time.monotonic() + self._stop_grace_s
+        _signal_group(self.pgid, signal.SIGTERM)
+        _wait_leader(self._popen, deadline)
+        if not _wait_group_gone(self.pgid, deadline):
+            _signal_group(self.pgid, signal.SIGKILL)
+        _wait_leader(self._popen, time.monotonic() + _KILL_CONFIRM_S)
+        if not _wait_group_gone(self.pgid, time.monotonic() + _KILL_CONFIRM_S):
+            raise ProcessLookupError(f"process group {self.pgid} survived SIGKILL")
+
+
+class ProcessLauncher:
+    """Starts ``spec.argv`` in a new session with ``spec.env`` over this process's environment."""
+
+    def __init__(self, stop_grace_s: float = DEFAULT_STOP_GRACE_S):
+        self.stop_grace_s = stop_grace_s
+
+    def start(self, spec: LaunchSpec) -> ProcessServer:
+        """A healthy server, or ``BootFailure`` (after teardown); never leaves a process behind."""
+        if spec.is_docker:
+            raise InputError(
+                f"the spec names image {spec.image!r}: it is meant for the docker launcher",
+                where="LaunchSpec.image",
+                hint="use DockerLauncher, or set image=None for a local process",
+            )
+        ensure_port_free(spec.host, spec.port)
+        server: ProcessServer | None = None
+        try:
+            server = self._spawn(spec)
+            server.wait_until_ready()
+            return server
+        except BaseException:
+            # Also on KeyboardInterrupt while waiting: a half-started server must not outlive start().
+            if server is not None:
+                server.stop_quietly()
+            raise
+
+    def _spawn(self, spec: LaunchSpec) -> ProcessServer:
+        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_start_offset = _log_size(spec.log_path)
+        # Append, never truncate: a retried launch keeps the earlier attempt's log.
+        with open(spec.log_path, "ab") as log_file:
+            popen = subprocess.Popen(
+                list(spec.argv),
+                env=os.environ | dict(spec.env),
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
+        return ProcessServer(spec, popen, log_start_offset, self.stop_grace_s)
+
+
+def group_is_gone(pgid: int) -> bool:
+    """True when no live process is left in group ``pgid`` (zombies awaiting a reaper do not count)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return not _live_members_in_proc(pgid)
+
+
+def _live_members_in_proc(pgid: int) -> bool:
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True  # no way to tell zombies apart: the group exists
+    for stat_file in proc.glob("[0-9]*/stat"):
+        try:
+            # Fields after the command (which may hold spaces) start after the last ')'.
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        state, group = fields[0], int(fields[2])
+        if group == pgid and state != "Z":
+            return True
+    return False
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _wait_leader(popen: subprocess.Popen[bytes], deadline: float) -> None:
+    try:
+        popen.wait(timeout=max(deadline - time.monotonic(), 0))
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _wait_group_gone(pgid: int, deadline: float) -> bool:
+    delay = 0.01
+    while not group_is_gone(pgid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
+    return True
+
+
+def _log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0

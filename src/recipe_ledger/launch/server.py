@@ -1,0 +1,144 @@
+"""What both launchers hand back: a running, healthy server that stops when its ``with`` block ends."""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from types import TracebackType
+from typing import Self
+
+from recipe_ledger.errors import StateError
+from recipe_ledger.launch import registry
+from recipe_ledger.launch.failures import (
+    TAIL_LINES,
+    BootFailure,
+    classify_boot_failure,
+    hint_for,
+    read_log,
+    redacted_tail,
+)
+from recipe_ledger.launch.health import HealthOutcome, request_status, wait_until_healthy
+from recipe_ledger.launch.ports import connect_host, wait_port_free
+from recipe_ledger.launch.spec import LaunchSpec
+
+log = logging.getLogger(__name__)
+PORT_RELEASE_TIMEOUT_S = 5.0
+
+
+class RunningServer(ABC):
+    """A launched server. Use it as a context manager: leaving the block always tears it down."""
+
+    def __init__(self, spec: LaunchSpec, log_start_offset: int):
+        self.spec = spec
+        self.base_url = f"http://{_url_host(connect_host(spec.host))}:{spec.port}"
+        self._log_start_offset = log_start_offset
+        self._stopped = False
+        registry.register(self)
+
+    # --- what a launcher implements -------------------------------------------------------------
+    @abstractmethod
+    def exit_code(self) -> int | None:
+        """None while the server runs; its exit status once it has exited."""
+
+    @abstractmethod
+    def _terminate(self) -> None:
+        """Stop the server and wait until nothing of it remains (processes, container)."""
+
+    # --- shared behaviour -----------------------------------------------------------------------
+    @property
+    def health_url(self) -> str:
+        return self.base_url + self.spec.health_path
+
+    def is_alive(self) -> bool:
+        return not self._stopped and self.exit_code() is None
+
+    def log_text(self) -> str:
+        """This launch's whole log so far (unredacted: for parsing, not for publishing)."""
+        return read_log(self.spec.log_path, self._log_start_offset)
+
+    def log_tail(self, lines: int = TAIL_LINES) -> str:
+        """The last ``lines`` lines of this launch's log, secrets hidden: safe to record or print."""
+        return redacted_tail(self.log_text(), lines, extra_env=self.spec.env)
+
+    def reset_prefix_cache(self, timeout_s: float = 10.0) -> bool:
+        """POST /reset_prefix_cache; True when the server said 200. Never raises: not every server has it."""
+        try:
+            return (
+                request_status(self.base_url + "/reset_prefix_cache", method="POST", timeout_s=timeout_s)
+                == 200
+            )
+        except Exception:  # a helper between measurements must not end an experiment
+            log.debug("reset_prefix_cache failed", exc_info=True)
+            return False
+
+    def stop(self) -> None:
+        """Tear the server down and confirm its port is free. Idempotent; safe from a signal handler."""
+        if self._stopped:
+            return
+        try:
+            self._terminate()
+        finally:
+            self._stopped = True
+            registry.unregister(self)
+        self._confirm_port_released()
+
+    def wait_until_ready(self) -> None:
+        """Return once the health URL answers 200; otherwise tear down and raise ``BootFailure``."""
+        outcome = wait_until_healthy(self.health_url, self.spec.health_timeout_s, self.exit_code)
+        if not outcome.ready:
+            raise self._boot_failure(outcome)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            self.stop()
+            return
+        # Already unwinding (an error, Ctrl-C): tear down, but let the original exception be the one
+        # the runner sees; a teardown problem on top of it is logged, not raised.
+        self.stop_quietly()
+
+    def stop_quietly(self) -> None:
+        try:
+            self.stop()
+        except Exception:
+            log.warning("teardown of %s left something behind", self.describe(), exc_info=True)
+
+    def describe(self) -> str:
+        return f"{type(self).__name__}({self.spec.run_id} at {self.base_url})"
+
+    def __repr__(self) -> str:
+        return self.describe()
+
+    def _boot_failure(self, outcome: HealthOutcome) -> BootFailure:
+        # Stop first so the log is complete (a container's log stream, a process's last lines).
+        self.stop_quietly()
+        text = self.log_text()
+        cause = classify_boot_failure(text, outcome.exit_code, outcome.timed_out)
+        if outcome.timed_out:
+            what = f"no 200 from {self.health_url} within {self.spec.health_timeout_s:g} s"
+        else:
+            what = f"server exited with status {outcome.exit_code} before {self.health_url} answered"
+        return BootFailure(
+            cause,
+            what,
+            log_tail=redacted_tail(text, extra_env=self.spec.env),
+            where=str(self.spec.log_path),
+            hint=hint_for(cause, self.spec.log_path, self.spec.port),
+            server_exit_code=outcome.exit_code,
+        )
+
+    def _confirm_port_released(self) -> None:
+        if not wait_port_free(self.spec.host, self.spec.port, PORT_RELEASE_TIMEOUT_S):
+            raise StateError(
+                f"port {self.spec.port} is still in use {PORT_RELEASE_TIMEOUT_S:g} s after the server was stopped",
+                where=f"{self.spec.host}:{self.spec.port}",
+                hint=f"ss -ltnp 'sport = :{self.spec.port}'",
+            )
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
