@@ -51,7 +51,8 @@ def _print_plan(plan) -> None:
     click.echo(f"experiment {plan.experiment.name} on {plan.box.id}: {plan.experiment.hypothesis.strip()}")
     for arm in plan.arms.values():
         click.echo(f"  {arm.name}: {arm.source}")
-        click.echo(f"    {' '.join(arm.argv)}")
+        detail = " ".join(arm.argv) or ", ".join(f"{k}={v}" for k, v in sorted(arm.params.items()))
+        click.echo(f"    {detail}")
     click.echo(f"  schedule (ABBA, a fresh launch each): {', '.join(f'{a}#{r}' for a, r in plan.schedule)}")
     click.echo(f"  points {plan.experiment.points}, instruments {[i.name for i in plan.experiment.instruments]}")
 
