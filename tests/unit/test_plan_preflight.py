@@ -75,3 +75,27 @@ def test_a_new_flag_set_is_announced_once(tmp_path):
     assert "new to the kernel cache" in preflight.check_autotune_cache(arm)
     preflight.remember_flagset(arm)
     assert preflight.check_autotune_cache(arm) is None
+
+
+def test_the_experiment_schema_is_printed_and_describes_the_arms():
+    import json
+
+    from click.testing import CliRunner
+
+    from recipe_ledger.cli import main
+
+    result = CliRunner().invoke(main, ["experiment", "schema"])
+    schema = json.loads(result.output)
+    assert {"control", "candidates", "bars", "points"} <= set(schema["properties"])
+    assert {"RecipeArm", "CommandArm", "StudyArm"} <= set(schema["$defs"])
+
+
+def test_a_bad_experiment_names_file_line_and_field(tmp_path):
+    from recipe_ledger.errors import SpecError
+    from recipe_ledger.experiment.spec import load_experiment
+
+    spec = tmp_path / "x.yaml"
+    text = (REPO / "experiments" / "examples" / "tiny-batching.yaml").read_text()
+    spec.write_text(text.replace("\nrepeats: 2", "\nrepeats: two"))
+    with pytest.raises(SpecError, match=r"x\.yaml:\d+: repeats: expected an integer, got \"two\""):
+        load_experiment(spec)

@@ -43,11 +43,20 @@ def _register() -> None:
     main.add_command(recipe_commands.fit)
     main.add_command(run_commands.run_cmd)
     main.add_command(run_commands.calibrate_cmd)
+    main.add_command(run_commands.experiment_group)
     for command in ledger_commands.COMMANDS:
         main.add_command(command)
     from recipe_ledger.cli import mlflow_commands
 
     main.add_command(mlflow_commands.mlflow_group)
+    from recipe_ledger.cli import release_commands
+
+    for command in release_commands.COMMANDS:
+        main.add_command(command)
+    from recipe_ledger.cli import publish_commands
+
+    for command in publish_commands.COMMANDS:
+        main.add_command(command)
 
 
 _register()
