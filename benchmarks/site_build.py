@@ -1,0 +1,225 @@
+"""How long `ledger site` takes: on this repository, and on a synthetic lab of 1,000 recipes and
+100,000 ledger entries.
+
+    .venv/bin/python benchmarks/site_build.py [--recipes 1000] [--entries 100000] [--dir DIR] [--no-progress]
+
+Prints the build time, pages, files and size for each. Goal: the synthetic build under 60 s on a
+2-core box. The synthetic ledger is written in bulk with the real line encoder (it verifies), with
+results (some with experiment records and sweeps), failures, notes, releases and 2% retractions;
+the synthetic recipes have 2-4 hardware ids, 3 features, 1-2 variants and (one in ten) a memory block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+from recipe_ledger.ledger import chain
+from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.site import build_site
+
+REPO = Path(__file__).resolve().parents[1]
+HARDWARE = ("h100", "h200", "b200", "gb200", "mi300x", "mi355x", "cpu_x86", "dgx_station_gb300")
+BOXES = ("h200-x1", "h200-x8", "dgx-station-gb300", "cpu-only")
+WRITERS = ("box-a", "box-b", "box-c", "box-d")
+
+RECIPE = """meta:
+  title: "Synthetic model {n}"
+  slug: "synthetic-{n}"
+  provider: "Bench Org {org}"
+  description: "A synthetic recipe number {n} for the site benchmark."
+  tasks: [text]
+  default_hardware: {default_hw}
+  hardware:
+{hardware}
+model:
+  model_id: "bench-org-{org}/synthetic-{n}"
+  architecture: moe
+  context_length: 131072
+  base_args: ["--max-model-len", "131072"]
+  base_env:
+    VLLM_NO_USAGE_STATS: "1"
+features:
+  tool_calling:
+    description: "Tool calling."
+    args: ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
+  reasoning:
+    description: "Reasoning parser."
+    args: ["--reasoning-parser", "qwen3"]
+  spec_decoding:
+    description: "MTP drafting."
+    args: ["--speculative-config", '{{"method":"mtp","num_speculative_tokens":{k}}}']
+opt_in_features: [spec_decoding]
+variants:
+  default:
+    precision: bf16
+    vram_minimum_gb: {vram}
+{extra_variant}compatible_strategies: [single_node_tp, single_node_tep]
+strategy_overrides:
+  single_node_tp:
+    tp:
+      default: {tp}
+{memory}guide: |
+  ## Overview
+
+  Synthetic guide {n} with a table:
+
+  | a | b |
+  |---|---|
+  | {n} | {k} |
+"""
+
+MEMORY = """memory:
+  source: "synthetic"
+  headroom_factor: 1.2
+  kv_bytes_per_token: 65536
+  kv_fixed_gib: 1
+  activation_reserve_gib: 4
+  components:
+    - name: "Experts"
+      kind: experts
+      params_b: {params}
+      stored_gib: {experts}
+      offload: uva
+      param_names: ["layers.{{i}}.experts.w13_weight"]
+    - name: "Dense"
+      kind: dense
+      params_b: 10
+      stored_gib: 20
+"""
+
+
+def write_recipes(root: Path, count: int, rng: random.Random) -> None:
+    (root / "recipes").mkdir(parents=True)
+    for name in ("taxonomy.yaml", "strategies", "boxes"):
+        source, target = REPO / "recipes" / name, root / "recipes" / name
+        (shutil.copytree if source.is_dir() else shutil.copyfile)(source, target)
+    for n in range(count):
+        hardware = rng.sample(HARDWARE, rng.randint(2, 4))
+        extra = '  fp8:\n    precision: fp8\n    vram_minimum_gb: 80\n' if n % 2 else ""
+        memory = MEMORY.format(params=rng.randint(50, 600), experts=rng.randint(80, 900)) if n % 10 == 0 else ""
+        text = RECIPE.format(n=n, org=n % 37, default_hw=hardware[0], k=rng.randint(1, 5), vram=rng.randint(20, 900),
+                             tp=rng.choice((1, 2, 4, 8)), extra_variant=extra, memory=memory,
+                             hardware="".join(f"    {hw}: {rng.choice(('verified', 'unverified'))}\n" for hw in hardware))
+        folder = root / "recipes" / "models" / f"bench-org-{n % 37}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"synthetic-{n}.yaml").write_text(text)
+
+
+def write_ledger(root: Path, count: int, recipes: int, rng: random.Random) -> None:
+    Ledger.init(root)
+    heads = {w: (-1, None) for w in WRITERS}
+    files = {w: (root / "ledger" / f"{w}.jsonl").open("wb") for w in WRITERS}
+    ids: list[str] = []
+    retracted: set[str] = set()
+    for n in range(count):
+        writer = WRITERS[n % len(WRITERS)]
+        kind, payload, refs = synthetic_entry(rng, n, ids, retracted, recipes)
+        seq, prev = heads[writer]
+        body = {"v": 1, "seq": seq + 1, "prev": prev, "writer": writer, "kind": kind, "refs": refs,
+                "ts": f"2026-{1 + n // 40000:02d}-01T00:00:00.{n:06d}Z", "payload": payload,
+                "git": {"commit": "f" * 40, "dirty": False, "scripts": {"scripts/knee.sh": "e" * 40}}}
+        entry_id, line = chain.encode_line(body)
+        files[writer].write(line)
+        heads[writer] = (seq + 1, entry_id)
+        ids.append(entry_id)
+    for handle in files.values():
+        handle.close()
+
+
+def synthetic_entry(rng: random.Random, n: int, ids: list[str], retracted: set[str], recipes: int):
+    subject = f"synthetic-{rng.randrange(recipes)} on {rng.choice(BOXES)}"
+    roll = rng.random()
+    if ids and roll < 0.02:
+        target = rng.choice(ids)
+        if target not in retracted:
+            retracted.add(target)
+            return ("retraction", {"schema_version": 1, "target": target, "reason": f"not reproducible ({n})",
+                                   "evidence": []}, [{"rel": "retracts", "id": target}])
+    if roll < 0.07:
+        return ("failure", {"schema_version": 1, "subject": subject, "cause_class": "oom",
+                            "cause": f"out of memory at step {n}", "fix": "offload more experts"}, [])
+    if roll < 0.17:
+        return ("note", {"schema_version": 1, "title": f"closed door {n}", "text": "Ünïcödé note " * 5,
+                         "numbers": {"x": rng.random()}}, [{"rel": "see", "id": rng.choice(ids)}] if ids else [])
+    if n % 1000 == 999:
+        return ("release", {"schema_version": 1, "lane": f"lane-{n % 7}", "version": f"v{n // 1000}",
+                            "flags": [f"--max-num-seqs {rng.randint(1, 64)}"], "metrics": {"tps": rng.uniform(50, 90)},
+                            "changes": ["synthetic change"]}, [])
+    payload = {"schema_version": 2, "subject": subject, "metrics": sweep_metrics(rng), "text": f"result {n}"}
+    if n % 500 == 0:
+        payload["experiment"] = experiment_record(rng, n)
+    return "result", payload, []
+
+
+def sweep_metrics(rng: random.Random) -> dict[str, float]:
+    metrics = {}
+    for arm in ("control", "candidate"):
+        best = rng.uniform(100, 3000)
+        for c in (1, 2, 4, 8, 16, 32):
+            metrics[f"{arm}.c{c}.output_tps_total"] = round(best * (1 - 0.9 ** c), 3)
+    return metrics
+
+
+def experiment_record(rng: random.Random, n: int) -> dict:
+    effect = rng.uniform(-0.3, 0.3)
+    bar = {"candidate": "candidate", "metric": "output_tps_total", "point": 16, "direction": "higher",
+           "min_effect": 0.05, "outcome": "win" if effect > 0.05 else "no-change", "effect": effect,
+           "ci_low": effect - 0.02, "ci_high": effect + 0.02, "mde": 0.02, "control": 1000.0, "value": 1000 * (1 + effect)}
+    arm = {"source": "synthetic", "fingerprint": "sha256:" + "a" * 64, "argv": ["vllm", "serve", "m"], "env": {}}
+    return {"name": f"experiment-{n}", "spec": "experiments/x.yaml", "spec_sha256": "sha256:" + "b" * 64,
+            "box": rng.choice(BOXES), "run_id": f"run-{n}", "points": [1, 2, 4, 8, 16, 32], "repeats": 3,
+            "arms": {"control": arm, "candidate": arm}, "bars": [bar], "method": "rl-verdict/1"}
+
+
+class Bar:
+    """A rich progress bar fed by build_site's (stage, done, total) callback."""
+
+    def __init__(self, enabled: bool):
+        self.progress = Progress(TextColumn("{task.description:>8}"), BarColumn(), TaskProgressColumn(),
+                                 TimeElapsedColumn(), disable=not enabled)
+        self.tasks: dict[str, int] = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage not in self.tasks:
+            self.tasks[stage] = self.progress.add_task(stage, total=total)
+        self.progress.update(self.tasks[stage], completed=done)
+
+
+def timed_build(label: str, project: Path, out: Path, progress: bool) -> None:
+    bar = Bar(progress)
+    with bar.progress:
+        report = build_site(project, out, progress=bar)
+    print(f"{label}: {report.seconds:.1f} s for {report.recipes:,} recipes and {report.entries:,} entries -> "
+          f"{report.pages:,} pages, {report.files:,} files, {report.bytes / 1e6:.1f} MB"
+          + (f" ({len(report.broken_recipes)} recipes do not load)" if report.broken_recipes else ""))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipes", type=int, default=1000)
+    parser.add_argument("--entries", type=int, default=100_000)
+    parser.add_argument("--dir", type=Path, default=None, help="Work in DIR (default: a temporary folder).")
+    parser.add_argument("--no-progress", dest="progress", action="store_false")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        print(f"site_build on {os.cpu_count()} cores, work dir {tmp}")
+        timed_build("this repository", REPO, Path(tmp) / "repo-site", args.progress)
+        project = Path(tmp) / "synthetic"
+        rng = random.Random(11)
+        started = time.perf_counter()
+        write_recipes(project, args.recipes, rng)
+        write_ledger(project, args.entries, args.recipes, rng)
+        print(f"(synthetic project written in {time.perf_counter() - started:.1f} s)")
+        timed_build("synthetic", project, project / "site", args.progress)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,674 @@
+"""`ledger site`: the verified ledger, the recipes and the tables -> a static site under ``out``.
+
+Each page is built from one plain dict (its data), rendered with jinja2 (autoescape on,
+StrictUndefined: a missing field is an error, never an empty cell) and written with the same
+data as JSON beside it (``x.html`` + ``x.json``). Output is deterministic: sorted inputs, fixed
+number formats, relative links, no build time and no absolute path, so `dvc repro` regenerates
+it byte for byte.
+
+Trust rules: the ledger must verify (as for the tables); every entry passes ``redact_obj``
+before anything of it is shown; a retracted entry stays, struck through, linked to its notice.
+A recipe that does not load still gets a page, showing its error.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import shutil
+import time
+import unicodedata
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import jinja2
+from markdown_it import MarkdownIt
+
+from recipe_ledger import tables as tables_mod
+from recipe_ledger.errors import InputError, LedgerError
+from recipe_ledger.ledger.views import summarize
+from recipe_ledger.recipes.boxes import Box, list_boxes
+from recipe_ledger.recipes.catalog import LoadedRecipe, RecipeRoot
+from recipe_ledger.recipes.command import CommandRequest, resolve_for_people
+from recipe_ledger.site import plots
+from recipe_ledger.site.recipes import (
+    CachedRoot,
+    builder_data,
+    error_text,
+    fit_rows,
+    recipe_name,
+    redact,
+    redact_all,
+    refresh_secret_env,
+)
+
+MARKER = ".recipe-ledger-site"  # a folder holding this file may be emptied and rebuilt
+TIMELINE_PAGE = 1000  # entries per ledger timeline page
+TABLE_ROWS_SHOWN = 500  # rows of each table on tables.html (the files under tables/ have them all)
+MAX_SHOWN_CHARS = 2000  # free text longer than this is cut on the timeline (the JSON has it whole)
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class BuildReport:
+    out: Path
+    pages: int = 0
+    files: int = 0
+    bytes: int = 0
+    recipes: int = 0
+    broken_recipes: list[str] = field(default_factory=list)
+    entries: int = 0
+    seconds: float = 0.0
+
+
+# -- small helpers -----------------------------------------------------------------------------
+
+
+def slugify(text: str) -> str:
+    """A file-name-safe ASCII slug (non-ASCII folded or dropped); never empty."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9.]+", "-", ascii_text.lower()).strip("-.")
+    return slug[:80] or "x"
+
+
+def short(entry_id: str) -> str:
+    return entry_id[:12]
+
+
+def clip(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + f"… ({len(text):,} characters in all)"
+
+
+def markdown_html(text: str) -> str:
+    """CommonMark with tables; raw HTML in the source is escaped (shown as text), never passed on."""
+    return MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
+
+
+def dump_json(data: Any, *, compact: bool = False) -> str:
+    """Indented for small pages (readable diffs); compact (C encoder, 10x faster) for big ones."""
+    if compact:
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+
+# -- the ledger side ---------------------------------------------------------------------------
+
+
+@dataclass
+class LedgerIndex:
+    """The verified entries (as stored: redact what you show), their statuses and where each is shown."""
+
+    entries: list[dict[str, Any]]
+    statuses: dict[str, str]
+    heads: list[tuple[str, int, str]]
+    by_id: dict[str, dict[str, Any]]
+    retracted_by: dict[str, str]  # target id -> the retraction's id
+    page_of: dict[str, int]  # entry id -> timeline page number (1 = newest)
+    referred_by: dict[str, list[tuple[str, str]]]  # entry id -> [(relation, referring entry id)]
+
+    def href(self, entry_id: str, root: str) -> str:
+        page = self.page_of.get(entry_id, 1)
+        name = "index" if page == 1 else f"page-{page}"
+        return f"{root}ledger/{name}.html#e-{short(entry_id)}"
+
+
+def index_ledger(view: tables_mod.LedgerView) -> LedgerIndex:
+    entries = view.entries  # redacted where shown (a row, a page): walking all 100k is the slow part
+    retracted_by: dict[str, str] = {}
+    referred_by: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for entry in entries:
+        for ref in entry.get("refs", ()):
+            referred_by[ref.get("id")].append((ref.get("rel"), entry["id"]))
+            if ref.get("rel") == "retracts":
+                retracted_by.setdefault(ref["id"], entry["id"])
+    newest_first = [e["id"] for e in reversed(entries)]
+    page_of = {entry_id: i // TIMELINE_PAGE + 1 for i, entry_id in enumerate(newest_first)}
+    return LedgerIndex(entries, view.statuses, view.heads, {e["id"]: e for e in entries}, retracted_by, page_of,
+                       dict(referred_by))
+
+
+def entry_ref(index: LedgerIndex, entry_id: str, root: str) -> dict[str, Any]:
+    """How a page links to an entry: id, status, href, and its retraction notice if any."""
+    notice = index.retracted_by.get(entry_id)
+    return {"id": entry_id, "short": short(entry_id), "status": index.statuses.get(entry_id, "unknown"),
+            "href": index.href(entry_id, root),
+            "retracted_by": {"id": notice, "short": short(notice), "href": index.href(notice, root)}
+            if notice else None}
+
+
+_TOKEN_SPLIT = re.compile(r"[\s,;:()\[\]{}\"'`]+")
+
+
+def entry_tokens(entry: dict[str, Any]) -> set[str]:
+    """Lower-case words of an entry's subject-like fields (to tie entries to recipes and hardware)."""
+    p = entry.get("payload", {})
+    model = p.get("model") if isinstance(p.get("model"), dict) else {}
+    experiment = p.get("experiment") if isinstance(p.get("experiment"), dict) else {}
+    conditions = p.get("conditions") if isinstance(p.get("conditions"), dict) else {}
+    fields = [p.get("subject"), p.get("lane"), model.get("name"), experiment.get("box"), conditions.get("box"),
+              conditions.get("hardware"), p.get("title")]
+    words = set()
+    for text in fields:
+        if isinstance(text, str):
+            words.update(w.strip(".").lower() for w in _TOKEN_SPLIT.split(text) if w)
+    return words
+
+
+# -- page writer -------------------------------------------------------------------------------
+
+
+class SiteWriter:
+    """Renders templates and writes page + JSON pairs under ``out``; counts what it wrote."""
+
+    def __init__(self, out: Path, report: BuildReport):
+        self.out = out
+        self.report = report
+        loader = jinja2.PackageLoader("recipe_ledger.site", "templates")
+        self.env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined,
+                                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+        self.env.filters["num"] = tables_mod.fmt_number
+        self.env.filters["pct"] = lambda v: "" if v is None else f"{v * 100:+.1f}%"
+        self.env.filters["url"] = lambda v: quote(str(v))
+
+    def write_text(self, rel: str, text: str) -> None:
+        path = self.out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = text.encode("utf-8")
+        path.write_bytes(data)
+        self.report.files += 1
+        self.report.bytes += len(data)
+
+    def page(self, rel: str, template: str, data: dict[str, Any], *, compact: bool = False, **extra: Any) -> None:
+        """``rel`` (x.html) from ``template`` with ``data``, and ``data`` as x.json beside it."""
+        root = "../" * rel.count("/")
+        html = self.env.get_template(template).render(data=data, root=root, json_href=Path(rel).stem + ".json",
+                                                      **extra)
+        self.write_text(rel, html)
+        self.write_text(rel[: -len(".html")] + ".json", dump_json(data, compact=compact))
+        self.report.pages += 1
+
+
+def run_tasks(count: int, task: Callable[[int, SiteWriter], None], writer: SiteWriter, stage: str,
+              tick: Progress) -> None:
+    """``task(i, writer)`` for i in range(count), ticking the progress bar. Serial on purpose: a
+    forked pool measured slower here (2 shared cores, copy-on-write of the loaded ledger)."""
+    for i in range(count):
+        task(i, writer)
+        tick(stage, i + 1, count)
+
+
+def prepare_out(out: Path) -> None:
+    """Empty ``out`` for a fresh build, refusing to touch a folder that is not a site."""
+    if out.exists():
+        if not out.is_dir():
+            raise InputError("the site output is not a folder", where=str(out))
+        if any(out.iterdir()) and not (out / MARKER).is_file():
+            raise InputError(f"{out} holds files but no {MARKER} marker: not emptying a folder this tool "
+                             "did not build", where=str(out), hint="pass --out to an empty or generated folder")
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / MARKER).write_text("generated by `ledger site`; this folder is emptied on every build\n")
+
+
+def copy_static(writer: SiteWriter) -> None:
+    static = resources.files("recipe_ledger.site") / "static"
+    for item in sorted(static.iterdir(), key=lambda p: p.name):
+        if item.is_file():
+            writer.write_text(f"static/{item.name}", item.read_text(encoding="utf-8"))
+
+
+# -- recipes -----------------------------------------------------------------------------------
+
+
+@dataclass
+class RecipeInfo:
+    ref: str
+    name: str
+    page: str  # path under out
+    loaded: LoadedRecipe | None
+    error: str | None = None
+
+
+def load_recipes(root: RecipeRoot) -> list[RecipeInfo]:
+    infos, used = [], set()
+    for path in root.recipe_paths:
+        ref = root.ref_of(path)
+        name = recipe_name(ref)
+        page = _unique(f"recipes/{'/'.join(slugify(p) for p in name.split('/'))}.html", used)
+        try:
+            infos.append(RecipeInfo(ref, name, page, root.load(str(path))))
+        except LedgerError as error:
+            infos.append(RecipeInfo(ref, name, page, None, error_text(error, root)))
+    return infos
+
+
+def _unique(path: str, used: set[str]) -> str:
+    candidate, n = path, 2
+    while candidate in used:
+        candidate = path.replace(".html", f"-{n}.html")
+        n += 1
+    used.add(candidate)
+    return candidate
+
+
+def recipe_keys(info: RecipeInfo) -> set[str]:
+    """Words that, in an entry's subject, mean this recipe's model."""
+    keys = {info.name.lower(), info.name.split("/")[-1].lower()}
+    if info.loaded:
+        keys |= {info.loaded.recipe.meta.slug.lower(), info.loaded.recipe.model.model_id.lower()}
+    return keys
+
+
+def hardware_of(entry_words: set[str], boxes: dict[str, Box], hardware_ids: Iterable[str]) -> set[str]:
+    found = {hw for hw in hardware_ids if hw in entry_words or hw.replace("_", "-") in entry_words}
+    found |= {box.hardware for word in entry_words if (box := boxes.get(word)) and box.hardware}
+    return found
+
+
+def recipe_evidence(infos: list[RecipeInfo], index: LedgerIndex, boxes: dict[str, Box],
+                    hardware_ids: list[str]) -> dict[str, list[tuple[dict[str, Any], set[str]]]]:
+    """recipe name -> [(entry, hardware ids it names)] for entries whose subject names the recipe."""
+    by_key: dict[str, str] = {}
+    for info in infos:
+        for key in recipe_keys(info):
+            by_key.setdefault(key, info.name)
+    found: dict[str, list] = defaultdict(list)
+    for entry in index.entries:
+        if entry.get("kind") not in ("result", "failure", "release", "note", "reproduction"):
+            continue
+        words = entry_tokens(entry)
+        names = {by_key[w] for w in words if w in by_key}
+        for name in sorted(names):
+            found[name].append((entry, hardware_of(words, boxes, hardware_ids)))
+    return found
+
+
+def recipe_page_data(info: RecipeInfo, root: RecipeRoot, boxes: list[Box], evidence: list,
+                     index: LedgerIndex) -> tuple[dict[str, Any], str, dict[str, Any] | None]:
+    """(page data, guide HTML, builder data) of one recipe."""
+    rel_root = "../" * info.page.count("/")
+    ledger_rows = [_evidence_row(entry, hws, index, rel_root) for entry, hws in evidence]
+    base = {"name": info.name, "ref": info.ref, "error": info.error, "ledger": ledger_rows}
+    if info.loaded is None:
+        return base, "", None
+    recipe = info.loaded.recipe
+    guide = recipe.guide if isinstance(recipe.guide, str) else ""
+    data = {**base,
+            "title": redact(recipe.meta.title), "provider": redact(recipe.meta.provider),
+            "description": redact(recipe.meta.description), "model_id": recipe.model.model_id,
+            "hardware": {hw: str(state) for hw, state in recipe.meta.hardware.items()},
+            "variants": [{"name": v, "precision": var.precision, "vram_minimum_gb": var.vram_minimum_gb,
+                          "description": redact(var.description or "")} for v, var in recipe.variants.items()],
+            "fit": fit_rows(root, info.loaded, boxes),
+            "guide_markdown": redact(guide)}
+    return data, markdown_html(data["guide_markdown"]), builder_data(root, info.loaded)
+
+
+def _evidence_row(entry: dict[str, Any], hardware: set[str], index: LedgerIndex, root: str) -> dict[str, Any]:
+    return redact_all({**entry_ref(index, entry["id"], root), "kind": entry.get("kind"), "ts": entry.get("ts", ""),
+                       "summary": summarize(entry, 140), "hardware": sorted(hardware)})
+
+
+def api_recipe(info: RecipeInfo, root: RecipeRoot) -> dict[str, Any]:
+    """The recipes.vllm.ai JSON shape: hf_id, meta, recommended_command first, then the rest."""
+    if info.loaded is None:
+        return {"hf_id": info.name, "error": info.error}
+    dumped = redact_all(info.loaded.recipe.model_dump(mode="json", exclude_none=True))
+    out: dict[str, Any] = {"hf_id": info.name, "meta": dumped.pop("meta")}
+    recommended = _recommended(info, root)
+    if recommended is not None:
+        out["recommended_command"] = recommended
+    for key in ("strategy_overrides", "compatible_strategies", "default_strategy", "dependencies"):
+        dumped.pop(key, None)
+    return {**out, **dumped}
+
+
+def _recommended(info: RecipeInfo, root: RecipeRoot) -> dict[str, Any] | None:
+    """The default selection's builder result (recipes.vllm.ai's `recommended_command`)."""
+    try:
+        resolved = resolve_for_people(root, CommandRequest(info.name))
+    except LedgerError:
+        return None
+    return redact_all(resolved.result)
+
+
+# -- pages -------------------------------------------------------------------------------------
+
+
+def index_page_data(infos: list[RecipeInfo], evidence: dict, hardware_order: list[str], counts: dict) -> dict:
+    used = {hw for info in infos if info.loaded for hw in info.loaded.recipe.meta.hardware}
+    used |= {hw for rows in evidence.values() for _, hws in rows for hw in hws}
+    columns = [hw for hw in hardware_order if hw in used]
+    rows = []
+    for info in infos:
+        declared = dict(info.loaded.recipe.meta.hardware) if info.loaded else {}
+        cells = {}
+        for hw in columns:
+            measured = [e for e, hws in evidence.get(info.name, []) if hw in hws]
+            cells[hw] = {"declared": str(declared.get(hw, "")),
+                         "results": sum(e.get("kind") in ("result", "release", "reproduction") for e in measured),
+                         "failures": sum(e.get("kind") == "failure" for e in measured)}
+        rows.append({"name": info.name, "page": info.page,
+                     "title": redact(info.loaded.recipe.meta.title) if info.loaded else info.name,
+                     "error": info.error, "cells": cells})
+    return {"hardware": columns, "recipes": rows, "counts": counts}
+
+
+def timeline_rows(index: LedgerIndex, entries: list[dict[str, Any]], root: str) -> list[dict[str, Any]]:
+    return [_timeline_row(index, entry, root) for entry in entries]
+
+
+def _timeline_row(index: LedgerIndex, entry: dict[str, Any], root: str) -> dict[str, Any]:
+    p = entry.get("payload", {})
+    numbers = p.get("metrics") or p.get("numbers") or {}
+    refs = [{"rel": r.get("rel"), **entry_ref(index, r["id"], root)} for r in entry.get("refs", ())
+            if r.get("id") in index.by_id]
+    return redact_all({**entry_ref(index, entry["id"], root), "ts": entry.get("ts", ""), "writer": entry.get("writer", ""),
+            "kind": entry.get("kind", ""), "summary": clip(summarize(entry, MAX_SHOWN_CHARS)),
+            "numbers": [[k, v] for k, v in sorted(numbers.items())[:12]] if isinstance(numbers, dict) else [],
+            "more_numbers": max(0, len(numbers) - 12) if isinstance(numbers, dict) else 0,
+            "fix": clip(str(p.get("fix") or "")), "cause_class": str(p.get("cause_class") or ""),
+            "detail": clip(str(p.get("text") or ""), 600) if entry.get("kind") == "note" and p.get("title") else "",
+            "refs": refs})
+
+
+def release_pages(index: LedgerIndex) -> list[tuple[str, dict[str, Any]]]:
+    """[(path, data)] per release entry; each with its pins, numbers and diff to the previous one."""
+    releases = [redact_all(e) for e in index.entries if e.get("kind") == "release"]
+    by_lane: dict[str, list[dict]] = defaultdict(list)
+    for entry in releases:
+        by_lane[str(entry["payload"].get("lane", "?"))].append(entry)
+    used: set[str] = set()
+    paths = {e["id"]: _unique(f"releases/{slugify(str(e['payload'].get('lane')))}/"
+                              f"{slugify(str(e['payload'].get('version')))}.html", used) for e in releases}
+    out = []
+    for lane_entries in by_lane.values():
+        for i, entry in enumerate(lane_entries):
+            previous = _previous_release(entry, lane_entries[:i], index)
+            out.append((paths[entry["id"]], _release_data(entry, previous, index, paths)))
+    return sorted(out)
+
+
+def _previous_release(entry: dict, earlier: list[dict], index: LedgerIndex) -> dict | None:
+    target = entry["payload"].get("supersedes")
+    if target and target in index.by_id:
+        return redact_all(index.by_id[target])
+    return earlier[-1] if earlier else None
+
+
+def _release_data(entry: dict, previous: dict | None, index: LedgerIndex, paths: dict[str, str]) -> dict:
+    root = "../" * paths[entry["id"]].count("/")
+    p = entry["payload"]
+    git = entry.get("git") or {}
+    return {
+        "entry": entry_ref(index, entry["id"], root), "lane": p.get("lane"), "lane_title": p.get("lane_title"),
+        "version": p.get("version"), "ts": entry.get("ts"), "writer": entry.get("writer"),
+        "changes": p.get("changes", []), "command": p.get("command"), "flags": p.get("flags", []),
+        "image": _with_keys(p.get("image"), ("ref", "digest", "pinned")),
+        "model": _with_keys(p.get("model"), ("name", "path", "revision")), "spec_sha256": p.get("spec_sha256"),
+        "metrics": [[k, v] for k, v in sorted(p.get("metrics", {}).items())],
+        "scripts": sorted((git.get("scripts") or {}).items()), "git_commit": git.get("commit"),
+        "git_dirty": git.get("dirty"), "origin": _with_keys(p.get("origin") or {}, ("how", "source", "item", "as_of")), "artifacts": sorted(p.get("artifacts", {}).items()),
+        "previous": ({"version": previous["payload"].get("version"), "href": root + paths[previous["id"]],
+                      **_release_diff(previous["payload"], p)} if previous else None),
+        "referred_by": [{"rel": rel, **entry_ref(index, other, root)}
+                        for rel, other in index.referred_by.get(entry["id"], [])],
+    }
+
+
+def _with_keys(value: Any, keys: tuple[str, ...]) -> dict[str, Any] | None:
+    """A payload sub-object with every key a template reads (stored payloads omit None)."""
+    if not isinstance(value, dict):
+        return None
+    return {**{k: None for k in keys}, **value}
+
+
+def _release_diff(old: dict, new: dict) -> dict[str, Any]:
+    old_flags, new_flags = list(old.get("flags", [])), list(new.get("flags", []))
+    old_metrics, new_metrics = old.get("metrics", {}), new.get("metrics", {})
+    command = list(difflib.unified_diff((old.get("command") or "").splitlines(),
+                                        (new.get("command") or "").splitlines(), "previous", "this", lineterm=""))
+    return {
+        "flags_added": [f for f in new_flags if f not in old_flags],
+        "flags_removed": [f for f in old_flags if f not in new_flags],
+        "image": [_image_text(old.get("image")), _image_text(new.get("image"))],
+        "model_revision": [(old.get("model") or {}).get("revision"), (new.get("model") or {}).get("revision")],
+        "metrics": [[k, old_metrics.get(k), new_metrics.get(k)] for k in sorted(set(old_metrics) | set(new_metrics))],
+        "command_diff": command,
+    }
+
+
+def _image_text(image: dict | None) -> str:
+    if not image:
+        return ""
+    return f"{image.get('ref')}" + (f" @ {image['digest']}" if image.get("digest") else " (unpinned)")
+
+
+def lane_history(index: LedgerIndex, pages: list[tuple[str, dict]]) -> list[dict[str, Any]]:
+    """Per lane: its versions (oldest first) and the history chart of their numbers."""
+    lanes: dict[str, list[dict]] = defaultdict(list)
+    for path, data in pages:
+        lanes[str(data["lane"])].append({"path": path, **data})
+    out = []
+    for lane, versions in sorted(lanes.items()):
+        versions.sort(key=lambda d: (d["ts"] or "", d["entry"]["id"]))
+        names = [str(v["version"]) for v in versions]
+        metric_names = sorted({k for v in versions for k, _ in v["metrics"]})
+        series = {m: [dict(v["metrics"]).get(m) for v in versions] for m in metric_names}
+        chart = plots.history_chart(names, series, title=f"{lane}: numbers across versions")
+        out.append({"lane": lane, "title": versions[-1]["lane_title"] or lane, "chart": chart,
+                    "versions": [{"version": v["version"], "path": v["path"], "status": v["entry"]["status"],
+                                  "retracted_by": v["entry"]["retracted_by"], "ts": v["ts"]} for v in versions]})
+    return out
+
+
+_SWEEP_KEY = re.compile(r"^(?P<arm>[^.]+)\.c(?P<point>\d+)\.(?P<metric>.+)$")
+ARM_KEYS = ("source", "fingerprint", "argv", "env", "image", "model_sha256")
+BAR_KEYS = ("candidate", "metric", "point", "direction", "min_effect", "outcome", "effect", "ci_low", "ci_high",
+            "mde", "control", "value", "reason")
+SWEEP_PREFERRED = ("output_tps_total", "request_rps", "decode_tps_per_stream", "ttft_ms_p50", "tpot_ms_p50")
+
+
+def sweep_series(metrics: dict[str, float]) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """``arm.cN.metric`` summary metrics -> metric -> arm -> [(N, value)]."""
+    out: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for key, value in sorted(metrics.items()):
+        match = _SWEEP_KEY.match(key)
+        if match and isinstance(value, (int, float)):
+            out[match["metric"]][match["arm"]].append((float(match["point"]), float(value)))
+    return {m: dict(arms) for m, arms in out.items()}
+
+
+def experiment_pages(index: LedgerIndex) -> list[tuple[str, dict[str, Any], list[str]]]:
+    """[(path, data, svg plots)] per result entry carrying an experiment record."""
+    out = []
+    for entry in index.entries:
+        experiment = (entry.get("payload") or {}).get("experiment")
+        if entry.get("kind") != "result" or not isinstance(experiment, dict):
+            continue
+        entry = redact_all(entry)
+        experiment = entry["payload"]["experiment"]
+        path = f"experiments/{slugify(str(experiment.get('name', 'experiment')))}-{short(entry['id'])}.html"
+        out.append((path, *_experiment_data(entry, experiment, index, "../")))
+    return out
+
+
+def _experiment_data(entry: dict, experiment: dict, index: LedgerIndex, root: str) -> tuple[dict, list[str]]:
+    p = entry["payload"]
+    bars = [_with_keys(b, BAR_KEYS) for b in experiment.get("bars", []) if isinstance(b, dict)]
+    sweeps = sweep_series(p.get("metrics", {}))
+    chosen = [m for m in SWEEP_PREFERRED if m in sweeps] or sorted(sweeps)[:4]
+    charts = [plots.effects_chart(bars)] if bars else []
+    charts += [plots.sweep_chart(sweeps[m], title=f"{m} against concurrency", y_label=m) for m in chosen]
+    calibration = experiment.get("calibration")
+    data = {
+        "entry": entry_ref(index, entry["id"], root), "ts": entry.get("ts"), "writer": entry.get("writer"),
+        "name": experiment.get("name"), "hypothesis": experiment.get("hypothesis", ""),
+        "box": experiment.get("box"), "run_id": experiment.get("run_id"), "spec": experiment.get("spec"),
+        "spec_sha256": experiment.get("spec_sha256"), "points": experiment.get("points", []),
+        "repeats": experiment.get("repeats"), "schedule": experiment.get("schedule", []),
+        "instruments": sorted((experiment.get("instruments") or {}).items()), "method": experiment.get("method"),
+        "host": sorted((experiment.get("host") or {}).items()), "duration_s": experiment.get("duration_s"),
+        "arms": [{"name": k, **_with_keys(v, ARM_KEYS)} for k, v in sorted((experiment.get("arms") or {}).items())],
+        "bars": bars, "verdict": p.get("verdict"), "text": p.get("text", ""),
+        "calibration": entry_ref(index, calibration, root) if calibration in index.by_id else None,
+        "metrics": [[k, v] for k, v in sorted(p.get("metrics", {}).items())],
+        "artifacts": sorted(p.get("artifacts", {}).items()), "mlflow": sorted((p.get("mlflow") or {}).items()),
+        "scripts": sorted(((entry.get("git") or {}).get("scripts") or {}).items()),
+        "git_commit": (entry.get("git") or {}).get("commit"), "sweep_metrics": chosen,
+    }
+    return data, charts
+
+
+# -- tables ------------------------------------------------------------------------------------
+
+
+def read_tables(view: tables_mod.LedgerView) -> dict[str, dict[str, Any]]:
+    """The published tables, computed by the same pure functions as the tables stage from the same
+    verified ledger (reading back the json files costs more than this at 100k entries)."""
+    out = {}
+    for table in tables_mod.build_tables(view):
+        rows = [dict(zip(table.columns, (tables_mod.json_value(c) for c in row)))
+                for row in table.rows[:TABLE_ROWS_SHOWN]]
+        out[table.name] = {"table": table.name, "title": table.title, "columns": list(table.columns),
+                           "provenance": tables_mod.provenance(view), "row_count": len(table.rows), "rows": rows}
+    return out
+
+
+# -- llms.txt ----------------------------------------------------------------------------------
+
+
+def llms_txt(infos: list[RecipeInfo], releases: list[tuple[str, dict]], experiments: list) -> str:
+    lines = ["# Recipe Ledger", "",
+             ("> Serving recipes for large models, with every published number tied to an append-only, "
+              "verified ledger entry. Retracted numbers stay, struck through, linked to their notice."), "",
+             "## API", "", "- [models.json](api/models.json): every recipe (hf_id, title, provider, url, json)",
+             "- [tables](tables.html): published tables (csv, json, md) regenerated by `dvc repro`", "",
+             "## Recipes", ""]
+    lines += [f"- [{_one_line(i.name)}]({quote(i.page)}): {_one_line(_description(i))}" for i in infos]
+    lines += ["", "## Releases", ""]
+    lines += [f"- [{_one_line(str(d['lane']))} {_one_line(str(d['version']))}]({quote(p)}): {d['entry']['status']}"
+              for p, d in releases]
+    lines += ["", "## Experiments", ""]
+    lines += [f"- [{_one_line(str(d['name']))}]({quote(p)}): {_one_line(str(d['verdict'] or ''))}"
+              for p, d, _ in experiments]
+    return "\n".join(lines) + "\n"
+
+
+def _description(info: RecipeInfo) -> str:
+    if info.loaded is None:
+        return f"does not load: {info.error}"
+    return redact(info.loaded.recipe.meta.description)[:300]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.replace("[", "(").replace("]", ")").split())
+
+
+# -- the build ---------------------------------------------------------------------------------
+
+
+def build_site(project: Path, out: Path, *, recipes_dir: Path | None = None,
+               progress: Progress | None = None) -> BuildReport:
+    """Build the whole site of ``project`` (ledger/, recipes/, tables/) into ``out``."""
+    started = time.perf_counter()
+    tick = progress or (lambda stage, done, total: None)
+    view = tables_mod.load_verified(project)
+    report = BuildReport(out=out, entries=len(view.entries))
+    index = index_ledger(view)
+    refresh_secret_env()
+    root = CachedRoot(recipes_dir or project / "recipes")
+    boxes = list_boxes(root.root / "boxes") if (root.root / "boxes").is_dir() else []
+    prepare_out(out)
+    writer = SiteWriter(out, report)
+    copy_static(writer)
+    infos = load_recipes(root)
+    report.recipes = len(infos)
+    report.broken_recipes = [i.name for i in infos if i.error]
+    hardware_ids = root.hardware_ids() if (root.root / "taxonomy.yaml").is_file() else []
+    evidence = recipe_evidence(infos, index, {b.id: b for b in boxes}, hardware_ids)
+    _write_recipes(writer, infos, root, boxes, evidence, index, tick)
+    releases = release_pages(index)
+    experiments = experiment_pages(index)
+    _write_releases(writer, releases, index)
+    _write_experiments(writer, experiments)
+    _write_timeline(writer, index, tick)
+    _write_tables(writer, read_tables(view))
+    counts = _counts(index, infos, releases, experiments)
+    writer.page("index.html", "index.html", index_page_data(infos, evidence, hardware_ids, counts))
+    writer.write_text("api/models.json", dump_json(_models_index(infos)))
+    writer.write_text("llms.txt", llms_txt(infos, releases, experiments))
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _write_recipes(writer: SiteWriter, infos: list[RecipeInfo], root: RecipeRoot, boxes: list[Box],
+                   evidence: dict, index: LedgerIndex, tick: Progress) -> None:
+    def one(i: int, out: SiteWriter) -> None:
+        info = infos[i]
+        data, guide_html, builder = recipe_page_data(info, root, boxes, evidence.get(info.name, []), index)
+        out.page(info.page, "recipe.html", {**data, "builder": builder}, compact=True, guide_html=guide_html)
+        out.write_text(f"api/{info.name}.json", dump_json(api_recipe(info, root)))
+
+    run_tasks(len(infos), one, writer, "recipes", tick)
+
+
+def _write_releases(writer: SiteWriter, releases: list, index: LedgerIndex) -> None:
+    for path, data in releases:
+        writer.page(path, "release.html", data)
+    lanes = lane_history(index, releases)
+    writer.page("releases/index.html", "releases.html", {"lanes": [{k: v for k, v in lane.items() if k != "chart"}
+                                                                   for lane in lanes]},
+                charts={lane["lane"]: lane["chart"] for lane in lanes})
+
+
+def _write_experiments(writer: SiteWriter, experiments: list) -> None:
+    for path, data, charts in experiments:
+        writer.page(path, "experiment.html", data, charts=charts)
+    listing = [{"path": path, "name": d["name"], "box": d["box"], "ts": d["ts"], "verdict": d["verdict"],
+                "entry": d["entry"]} for path, d, _ in experiments]
+    writer.page("experiments/index.html", "experiments.html", {"experiments": listing})
+
+
+def _write_timeline(writer: SiteWriter, index: LedgerIndex, tick: Progress) -> None:
+    newest_first = list(reversed(index.entries))
+    pages = max(1, -(-len(newest_first) // TIMELINE_PAGE))
+    kinds = sorted({e.get("kind", "") for e in newest_first})
+    statuses = sorted({index.statuses[e["id"]] for e in newest_first})
+    def one(i: int, out: SiteWriter) -> None:
+        page = i + 1
+        chunk = newest_first[i * TIMELINE_PAGE: page * TIMELINE_PAGE]
+        name = "index" if page == 1 else f"page-{page}"
+        data = {"page": page, "pages": pages, "kinds": kinds, "statuses": statuses,
+                "heads": [{"writer": w, "entries": n, "head": h} for w, n, h in index.heads],
+                "entries": timeline_rows(index, chunk, "../")}
+        out.page(f"ledger/{name}.html", "ledger.html", data, compact=True)
+
+    run_tasks(pages, one, writer, "ledger", tick)
+
+
+def _write_tables(writer: SiteWriter, published: dict[str, dict[str, Any]]) -> None:
+    """The first rows of each table; the whole files are the committed tables/ (linked)."""
+    writer.page("tables.html", "tables.html", {"tables": list(published.values()), "rows_shown": TABLE_ROWS_SHOWN})
+
+
+def _counts(index: LedgerIndex, infos: list, releases: list, experiments: list) -> dict[str, int]:
+    kinds: dict[str, int] = defaultdict(int)
+    for entry in index.entries:
+        kinds[entry.get("kind", "")] += 1
+    retracted = sum(1 for s in index.statuses.values() if s == "retracted")
+    return {"entries": len(index.entries), "recipes": len(infos), "releases": len(releases),
+            "experiments": len(experiments), "failures": kinds.get("failure", 0), "retracted": retracted}
+
+
+def _models_index(infos: list[RecipeInfo]) -> list[dict[str, Any]]:
+    return [{"hf_id": info.name,
+             "title": redact(info.loaded.recipe.meta.title) if info.loaded else info.name,
+             "provider": redact(info.loaded.recipe.meta.provider) if info.loaded else "",
+             "url": info.page, "json": f"api/{info.name}.json"} for info in infos]

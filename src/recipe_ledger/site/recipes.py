@@ -1,0 +1,176 @@
+"""Per-recipe page data: the command builder's precomputed commands, the fit table, the guide.
+
+The builder is static JS over precomputed text, so every command it shows is produced here by
+the same functions `ledger recipe command` calls (``resolve_for_people`` + ``text_for_people``),
+for the request the CLI builds from ``-H HW -s STRATEGY -v VARIANT -f F...`` (or
+``--no-features``). Which combinations are precomputed (see docs/site.md):
+
+- hardware: every id the recipe names under ``meta.hardware`` (its default hardware if none);
+- strategies: the recipe's compatible *single-node* strategies that the hardware does not opt out of;
+- variants: all;
+- feature sets: all subsets when the recipe has at most ``ALL_SUBSETS_UP_TO`` features; otherwise
+  the site's default set, the default set with each one feature toggled, no feature, and every
+  feature. Any other combination shows the CLI command to run instead of a command.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from recipe_ledger.errors import LedgerError
+from recipe_ledger.recipes import resolve
+from recipe_ledger.recipes.boxes import Box
+from recipe_ledger.recipes.catalog import LoadedRecipe, RecipeRoot
+from recipe_ledger.recipes.command import CommandRequest, resolve_for_people, text_for_people
+from recipe_ledger.recipes.fit import verdict_lines
+from recipe_ledger.recipes.fitting import fit_recipe
+from recipe_ledger.redact import redact_obj, redact_text
+from recipe_ledger.tables import secret_environ
+
+ALL_SUBSETS_UP_TO = 4
+_secret_env: dict[str, str] = {}
+
+
+def refresh_secret_env() -> None:
+    """Snapshot the secret-named environment once per build (redact_text rescans it per call)."""
+    _secret_env.clear()
+    _secret_env.update(secret_environ())
+
+
+def redact(text: str) -> str:
+    return redact_text(text, environ=_secret_env)
+
+
+def redact_all(obj: Any) -> Any:
+    return redact_obj(obj, environ=_secret_env)
+
+
+def recipe_name(ref: str) -> str:
+    """``models/org/name.yaml`` -> ``org/name``: what `ledger recipe command` accepts."""
+    return ref.removeprefix("models/").removesuffix(".yaml").removesuffix(".yml")
+
+
+class CachedRoot(RecipeRoot):
+    """A RecipeRoot that validates each recipe once: the builder resolves one recipe a hundred
+    times, and `RecipeRoot.load` parses the model again on every call."""
+
+    def __init__(self, root):
+        super().__init__(root)
+        self._loaded: dict[str, LoadedRecipe] = {}
+
+    def load(self, name: str) -> LoadedRecipe:
+        if name not in self._loaded:
+            self._loaded[name] = super().load(name)
+        return self._loaded[name]
+
+
+def error_text(error: LedgerError, root: RecipeRoot) -> str:
+    """An error's one line with the recipes root written as `recipes` (no absolute path on the site)."""
+    text = error.one_line()
+    for prefix in {str(root.root), str(root.root.resolve())}:
+        text = text.replace(prefix, "recipes")
+    return redact(text)
+
+
+def feature_sets(features: list[str], default: list[str]) -> list[list[str]]:
+    """The feature subsets the builder offers precomputed, each in the recipe's feature order."""
+    if len(features) <= ALL_SUBSETS_UP_TO:
+        chosen = [set(c) for n in range(len(features) + 1) for c in itertools.combinations(features, n)]
+    else:
+        base = set(default)
+        chosen = [base, set(), set(features)] + [base ^ {f} for f in features]
+    seen, out = set(), []
+    for subset in chosen:
+        ordered = [f for f in features if f in subset]
+        if tuple(ordered) not in seen:
+            seen.add(tuple(ordered))
+            out.append(ordered)
+    return out
+
+
+def combo_key(hardware: str, strategy: str, variant: str, features: list[str]) -> str:
+    return f"{hardware}|{strategy}|{variant}|{','.join(features)}"
+
+
+def cli_line(name: str, hardware: str, strategy: str, variant: str, features: list[str]) -> str:
+    flags = " ".join(f"-f {f}" for f in features) if features else "--no-features"
+    return f"ledger recipe command {name} -H {hardware} -s {strategy} -v {variant} {flags}"
+
+
+def single_node_strategies(raw: dict, hardware: str, strategies: dict, taxonomy: dict) -> list[str]:
+    hw = resolve.hardware_for(taxonomy, hardware)
+    return [s for s in resolve.effective_compatible_strategies(raw)
+            if isinstance(s, str) and resolve.get(strategies, s, "deploy_type") == "single_node"
+            and resolve.is_strategy_supported_on_hardware(raw, s, hw)]
+
+
+def command_for(root: RecipeRoot, name: str, hardware: str, strategy: str, variant: str,
+                features: list[str]) -> dict[str, Any]:
+    """One builder cell: the text `ledger recipe command` prints for this request, or its error."""
+    cli = cli_line(name, hardware, strategy, variant, features)
+    try:
+        resolved = resolve_for_people(root, CommandRequest(name, hardware, strategy, variant, list(features)))
+    except LedgerError as error:
+        return {"cli": cli, "error": error_text(error, root)}
+    return {"cli": cli, "command": redact(text_for_people(resolved, docker=False)),
+            "warnings": [redact(w) for w in resolved.warnings]}
+
+
+def builder_data(root: RecipeRoot, loaded: LoadedRecipe) -> dict[str, Any]:
+    name = recipe_name(loaded.ref)
+    raw = root.corpus.recipe(loaded.ref)
+    corpus = root.corpus
+    variants = list(loaded.recipe.variants)
+    features = list(loaded.recipe.features)
+    default_variant = resolve.default_variant(raw) or (variants[0] if variants else "default")
+    hardware = list(loaded.recipe.meta.hardware) or [resolve.default_hardware(raw, default_variant, corpus.taxonomy)]
+    default_hw = resolve.default_hardware(raw, default_variant, corpus.taxonomy)
+    combos: dict[str, Any] = {}
+    per_hw: dict[str, Any] = {}
+    for hw in hardware:
+        strategies = single_node_strategies(raw, hw, corpus.strategies, corpus.taxonomy)
+        recommended, _ = resolve.default_strategy(raw, default_variant, hw, corpus.strategies, corpus.taxonomy)
+        defaults = {v: resolve.default_features(raw, hw, v) for v in variants}
+        per_hw[hw] = {"strategies": strategies, "default_features": defaults,
+                      "default_strategy": recommended if recommended in strategies else (strategies or [""])[0]}
+        for strategy, variant in itertools.product(strategies, variants):
+            for subset in feature_sets(features, defaults[variant]):
+                combos[combo_key(hw, strategy, variant, subset)] = command_for(
+                    root, name, hw, strategy, variant, subset)
+    return {
+        "recipe": name,
+        "hardware": hardware,
+        "default_hardware": default_hw if default_hw in hardware else hardware[0],
+        "variants": variants,
+        "default_variant": default_variant,
+        "features": [{"name": f, "description": redact(loaded.recipe.features[f].description),
+                      "opt_in": f in loaded.recipe.opt_in_features} for f in features],
+        "per_hardware": per_hw,
+        "subset_rule": (f"all subsets (at most {ALL_SUBSETS_UP_TO} features)" if len(features) <= ALL_SUBSETS_UP_TO
+                        else "the default set, each feature toggled from it, none, and all"),
+        "combos": combos,
+    }
+
+
+def fit_rows(root: RecipeRoot, loaded: LoadedRecipe, boxes: list[Box]) -> list[dict[str, Any]]:
+    """`ledger fit` on every box profile, for a recipe with a memory block (else no rows)."""
+    if loaded.recipe.memory is None:
+        return []
+    name = recipe_name(loaded.ref)
+    return [_fit_row(root, name, box) for box in boxes]
+
+
+def _fit_row(root: RecipeRoot, name: str, box: Box) -> dict[str, Any]:
+    row: dict[str, Any] = {"box": box.id, "display_name": box.display_name, "hardware": box.hardware or "",
+                           "gpus": box.gpu.count, "hbm_gib": box.gpu.hbm_gib,
+                           "cli": f"ledger fit {name} --box {box.id}"}
+    try:
+        report, _ = fit_recipe(root, name, box.id)
+    except LedgerError as error:
+        return {**row, "error": error_text(error, root)}
+    return {**row, "fits": report.fits, "context": report.context, "budget_gib": report.budget_gib,
+            "resident_gib": report.resident_gib, "kv_room_gib": report.kv_room_gib,
+            "host_used_gib": report.host_used_gib, "min_expert_offload_gib": report.min_expert_offload_gib,
+            "verdict": [redact(v) for v in verdict_lines(report)],
+            "notes": [redact(a) for a in report.problems + report.assumptions]}

@@ -1,0 +1,315 @@
+"""The published tables: verified, non-retracted ledger entries -> rows -> csv, json, md.
+
+``dvc repro`` runs ``ledger tables`` (the ``tables`` stage), and the files are committed, so a
+reader can regenerate them on a fresh clone and get the same bytes. Everything here is
+deterministic for that reason: rows are sorted, numbers have one fixed format (``fmt_number``),
+nothing records the time of generation or an absolute path.
+
+Rules for what is published:
+
+- the ledger must verify (``ledger verify``); ``load_verified`` refuses otherwise;
+- a retracted entry feeds no table (it stays in the ledger and, struck through, on the site);
+- superseded releases stay in ``releases`` with their status: they were published and are history.
+
+Tables (one row each): ``results`` (a metric of a result entry), ``verdicts`` (a bar decided by
+``ledger run``), ``releases`` (a release), ``failures`` (a failure: what did not work is published
+too), ``calibrations`` (an instrument's measured noise, per point).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from recipe_ledger.errors import StateError
+from recipe_ledger.ledger.fold import fold_statuses
+from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.ledger.verify import verify
+from recipe_ledger.redact import is_secret_env_name, redact_text
+
+FORMAT_VERSION = 1  # of the json files' envelope; bump it when a column changes meaning
+SIGNIFICANT_DIGITS = 6
+TABLE_NAMES = ("results", "verdicts", "releases", "failures", "calibrations")
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    title: str
+    columns: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
+
+
+@dataclass(frozen=True)
+class LedgerView:
+    """What the tables and the site read: entries oldest first, their folded status, chain heads."""
+
+    entries: list[dict[str, Any]]
+    statuses: dict[str, str]
+    heads: list[tuple[str, int, str]]  # (writer, entries in its chain, id of its last entry)
+
+
+# -- loading -----------------------------------------------------------------------------------
+
+
+def load_verified(root: Path) -> LedgerView:
+    """The ledger under ``root``, refused unless every chain verifies."""
+    ledger = Ledger.open(root)
+    report = verify(ledger)
+    if not report.ok:
+        shown = "; ".join(str(f) for f in report.findings[:3])
+        raise StateError(f"the ledger does not verify, so nothing is published from it: {shown}",
+                         where=str(ledger.dir), hint="ledger verify")
+    return view_of(ledger.entries())
+
+
+def view_of(entries: list[dict[str, Any]]) -> LedgerView:
+    return LedgerView(entries, fold_statuses(entries), chain_heads(entries))
+
+
+def chain_heads(entries: Iterable[dict[str, Any]]) -> list[tuple[str, int, str]]:
+    last: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        writer = entry.get("writer", "")
+        if writer not in last or entry.get("seq", 0) >= last[writer].get("seq", 0):
+            last[writer] = entry
+    return [(w, e.get("seq", 0) + 1, e["id"]) for w, e in sorted(last.items())]
+
+
+def published(view: LedgerView, kind: str) -> list[dict[str, Any]]:
+    """Entries of ``kind`` that may feed a published number: not retracted."""
+    return [e for e in view.entries if e.get("kind") == kind and view.statuses[e["id"]] != "retracted"]
+
+
+# -- number formatting -------------------------------------------------------------------------
+
+
+def fmt_number(value: Any) -> str:
+    """One text form per number: ints as they are, floats to 6 significant digits, no '-0'."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        text = f"{value:.{SIGNIFICANT_DIGITS}g}"
+        return "0" if text in ("-0", "0") else text
+    return str(value)
+
+
+def json_value(value: Any) -> Any:
+    """The JSON form of a cell: floats rounded exactly as ``fmt_number`` prints them."""
+    if isinstance(value, float):
+        return float(fmt_number(value))
+    return value
+
+
+# -- rows --------------------------------------------------------------------------------------
+
+
+def secret_environ() -> dict[str, str]:
+    """The secret-named variables of this process, snapshotted once per build: redact_text would
+    otherwise scan the whole environment for every cell."""
+    return {k: v for k, v in os.environ.items() if is_secret_env_name(k)}
+
+
+def text_cleaner(environ: dict[str, str] | None = None) -> Callable[[Any], str]:
+    """Redacted, whitespace-folded text of a cell; cached, since subjects repeat on every row."""
+    env = secret_environ() if environ is None else environ
+
+    @lru_cache(maxsize=1 << 16)
+    def clean(text: str) -> str:
+        return " ".join(redact_text(text, environ=env).split())
+
+    return lambda value: clean(str(value)) if value is not None else ""
+
+
+_text = text_cleaner()  # for callers outside build_tables (tests); build_tables takes a fresh snapshot
+
+
+def result_rows(view: LedgerView, text: Callable[[Any], str] = _text) -> list[tuple[Any, ...]]:
+    rows = []
+    for entry in published(view, "result"):
+        payload = entry.get("payload", {})
+        for metric, value in sorted(payload.get("metrics", {}).items()):
+            rows.append((text(payload.get("subject")), metric, value, text(payload.get("verdict")),
+                         view.statuses[entry["id"]], entry.get("writer", ""), entry.get("ts", ""), entry["id"]))
+    return sorted(rows, key=lambda r: (r[0], r[1], r[6], r[7]))
+
+
+def verdict_rows(view: LedgerView) -> list[tuple[Any, ...]]:
+    rows = []
+    for entry in published(view, "result"):
+        experiment = entry.get("payload", {}).get("experiment") or {}
+        for bar in experiment.get("bars", []):
+            rows.append((experiment.get("name", ""), experiment.get("run_id", ""), experiment.get("box", ""),
+                         bar.get("candidate"), bar.get("metric"), str(bar.get("point")), bar.get("direction"),
+                         bar.get("outcome"), bar.get("effect"), bar.get("ci_low"), bar.get("ci_high"),
+                         bar.get("mde"), bar.get("min_effect"), bar.get("control"), bar.get("value"),
+                         experiment.get("method", ""), view.statuses[entry["id"]], entry["id"]))
+    return sorted(rows, key=lambda r: (r[0], r[1], r[3] or "", r[4] or "", r[5]))
+
+
+def release_rows(view: LedgerView) -> list[tuple[Any, ...]]:
+    rows = []
+    for entry in published(view, "release"):
+        p = entry.get("payload", {})
+        image, model = p.get("image") or {}, p.get("model") or {}
+        metrics = "; ".join(f"{k}={fmt_number(v)}" for k, v in sorted(p.get("metrics", {}).items()))
+        rows.append((p.get("lane", ""), p.get("version", ""), view.statuses[entry["id"]], image.get("ref", ""),
+                     image.get("digest") or "", bool(image.get("pinned", False)), model.get("name") or "",
+                     model.get("revision") or "", len(p.get("flags", [])), metrics, p.get("supersedes") or "",
+                     entry.get("ts", ""), entry["id"]))
+    return sorted(rows, key=lambda r: (r[0], r[11], r[12]))
+
+
+def failure_rows(view: LedgerView, text: Callable[[Any], str] = _text) -> list[tuple[Any, ...]]:
+    rows = []
+    for entry in published(view, "failure"):
+        p = entry.get("payload", {})
+        rows.append((text(p.get("subject")), p.get("cause_class", ""), text(p.get("cause")),
+                     p.get("minutes_lost"), text(p.get("fix")), view.statuses[entry["id"]],
+                     entry.get("ts", ""), entry["id"]))
+    return sorted(rows, key=lambda r: (r[0], r[6], r[7]))
+
+
+def calibration_rows(view: LedgerView, text: Callable[[Any], str] = _text) -> list[tuple[Any, ...]]:
+    rows = []
+    for entry in published(view, "calibration"):
+        p = entry.get("payload", {})
+        points = p.get("points") or {}
+        if not points:
+            rows.append((text(p.get("instrument")), text(p.get("metric")), "", len(p.get("repeats", [])),
+                         None, p.get("sigma"), None, p.get("spread"), text(p.get("unit")), entry["id"]))
+        for point, noise in sorted(points.items()):
+            rows.append((text(p.get("instrument")), text(p.get("metric")), point, noise.get("n"),
+                         noise.get("mean"), noise.get("sigma"), noise.get("cv"), noise.get("max_spread"),
+                         text(p.get("unit")), entry["id"]))
+    return sorted(rows, key=lambda r: (r[0], r[1], str(r[2]), r[9]))
+
+
+def build_tables(view: LedgerView) -> list[Table]:
+    """Every published table, in ``TABLE_NAMES`` order."""
+    text = text_cleaner()
+    return [
+        Table("results", "Results: one row per metric of a non-retracted result",
+              ("subject", "metric", "value", "verdict", "status", "writer", "ts", "entry"), result_rows(view, text)),
+        Table("verdicts", "Verdicts: one row per bar decided by `ledger run`",
+              ("experiment", "run_id", "box", "candidate", "metric", "point", "direction", "outcome", "effect",
+               "ci_low", "ci_high", "mde", "min_effect", "control", "value", "method", "status", "entry"),
+              verdict_rows(view)),
+        Table("releases", "Releases: one row per published release (superseded ones stay, marked)",
+              ("lane", "version", "status", "image", "digest", "pinned", "model", "revision", "flags", "metrics",
+               "supersedes", "ts", "entry"), release_rows(view)),
+        Table("failures", "Failures: what did not boot, ran out of memory, hung or crashed",
+              ("subject", "cause_class", "cause", "minutes_lost", "fix", "status", "ts", "entry"),
+              failure_rows(view, text)),
+        Table("calibrations", "Calibrations: an instrument's measured noise, per sweep point",
+              ("instrument", "metric", "point", "n", "mean", "sigma", "cv", "max_spread", "unit", "entry"),
+              calibration_rows(view, text)),
+    ]
+
+
+# -- writers -----------------------------------------------------------------------------------
+
+
+def regenerate_command(out: str = "tables") -> str:
+    """The command recorded in each file's header (pip-tools style)."""
+    return f"ledger tables --root . --out {out}"
+
+
+def provenance(view: LedgerView, out: str = "tables") -> dict[str, Any]:
+    return {
+        "generated_by": regenerate_command(out),
+        "stage": "dvc repro tables",
+        "rule": "entries of a ledger that verifies; retracted entries excluded",
+        "ledger_heads": [{"writer": w, "entries": n, "head": h} for w, n, h in view.heads],
+    }
+
+
+def to_csv(table: Table) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(table.columns)
+    for row in table.rows:
+        writer.writerow([fmt_number(cell) for cell in row])
+    return buffer.getvalue()
+
+
+def to_json(table: Table, view: LedgerView, out: str = "tables") -> str:
+    data = {
+        "format": "recipe-ledger-table",
+        "version": FORMAT_VERSION,
+        "table": table.name,
+        "title": table.title,
+        "provenance": provenance(view, out),
+        "columns": list(table.columns),
+        "rows": [dict(zip(table.columns, (json_value(c) for c in row))) for row in table.rows],
+    }
+    return json.dumps(data, indent=1, ensure_ascii=False, sort_keys=False) + "\n"
+
+
+def _md_cell(value: Any) -> str:
+    return fmt_number(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(table: Table, view: LedgerView, out: str = "tables") -> str:
+    heads = ", ".join(f"{w} ({n} entries, head {h[:12]})" for w, n, h in view.heads) or "empty ledger"
+    lines = [
+        f"<!-- Generated by `{regenerate_command(out)}` (dvc stage `tables`). Do not edit: -->",
+        "<!-- regenerate with `dvc repro` and commit the result. -->",
+        "",
+        f"# {table.title}",
+        "",
+        f"From the ledger chains {heads}; retracted entries are excluded.",
+        "",
+    ]
+    if not table.rows:
+        return "\n".join(lines + ["(no rows)", ""])
+    lines.append("| " + " | ".join(table.columns) + " |")
+    lines.append("|" + "---|" * len(table.columns))
+    lines.extend("| " + " | ".join(_md_cell(c) for c in row) + " |" for row in table.rows)
+    return "\n".join(lines) + "\n"
+
+
+def render_files(view: LedgerView, out: str = "tables") -> dict[str, str]:
+    """``{file name: text}`` of every table in every format."""
+    files: dict[str, str] = {}
+    for table in build_tables(view):
+        files[f"{table.name}.csv"] = to_csv(table)
+        files[f"{table.name}.json"] = to_json(table, view, out)
+        files[f"{table.name}.md"] = to_markdown(table, view, out)
+    return files
+
+
+def write_tables(root: Path, out: Path, *, label: str = "tables") -> list[Path]:
+    """Verify the ledger under ``root`` and write every table under ``out``; the written paths."""
+    view = load_verified(root)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in sorted(render_files(view, label).items()):
+        path = out / name
+        _write_if_changed(path, text.encode("utf-8"))
+        written.append(path)
+    return written
+
+
+def _write_if_changed(path: Path, data: bytes) -> None:
+    """Leave an identical file untouched (its mtime too), so `make`-like tools see no change."""
+    if path.is_file() and path.read_bytes() == data:
+        return
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_bytes(data)
+    temp.replace(path)
+
+
+def table_names() -> Sequence[str]:
+    return TABLE_NAMES

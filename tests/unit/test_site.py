@@ -1,0 +1,287 @@
+"""The static site, built from a temporary project: structure by CSS selectors, the command
+builder's data against the CLI, retractions, plants that must stay text, and bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from bs4 import BeautifulSoup
+from click.testing import CliRunner
+
+from recipe_ledger.cli import main
+from recipe_ledger.errors import StateError
+from recipe_ledger.ledger import actions, chain
+from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.site import build_site
+from recipe_ledger.site.build import MAX_SHOWN_CHARS, slugify
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_tables import REPO, fixed_ledger
+
+GOLDEN_SITE = REPO / "tests" / "golden" / "tables" / "site-json"
+PLANT = "<script>window.__planted = 1</script>"
+TOKEN = "hf_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4"  # token-shaped: must never reach the site
+
+
+def make_project(root: Path, *, plants: bool = False) -> Path:
+    """A project with the fixed ledger prefix and this repository's recipes (+ hostile input)."""
+    fixed_ledger(root)
+    shutil.copytree(REPO / "recipes", root / "recipes")
+    if plants:
+        plant_bad_input(root)
+    return root
+
+
+def plant_bad_input(root: Path) -> None:
+    tiny = (root / "recipes" / "models" / "recipe-ledger" / "tiny-qwen2.yaml").read_text(encoding="utf-8")
+    folder = root / "recipes" / "models" / "plänt"
+    folder.mkdir()
+    hostile = tiny.replace('title: "Tiny random Qwen2 (CPU)"', 'title: "Plänt <b>bold</b> 模型"').replace(
+        'slug: "tiny-qwen2"', 'slug: "plant-model"').replace(
+        'description: "An 11M', f'description: "{PLANT.replace(chr(34), "")} Ünïcödé 模型 & an 11M')
+    hostile = hostile.replace("  ## Overview\n", f"  ## Overview ✓\n\n  {PLANT}\n\n  <img src=x onerror=\"window.__img=1\">\n"
+                              "\n  [click](javascript:window.__link=1)\n")
+    (folder / "模型-plant.yaml").write_text(hostile, encoding="utf-8")
+    broken = tiny.replace('slug: "tiny-qwen2"', 'slug: "broken-guide"').replace("guide: |", "guide:\n  - 1\n  - 2\nunused: |")
+    (folder / "broken-guide.yaml").write_text(broken, encoding="utf-8")
+    ledger = Ledger.open(root)
+    note = actions.note(ledger, f"{PLANT} a note in Ünïcödé, 模型", writer="box-plant")
+    actions.retract(ledger, note["id"], reason=f"retracted {PLANT}", writer="box-plant")
+    write_raw_entry(root, "box-huge", {"schema_version": 1, "kind": "note", "title": "huge",
+                                       "text": "x" * 300_000 + f" {TOKEN} <script>window.__huge=1</script>"})
+
+
+def write_raw_entry(root: Path, writer: str, payload: dict) -> str:
+    """An entry written by another tool, past `append`'s size cap and redaction (verify accepts it)."""
+    payload = {k: v for k, v in payload.items() if k != "kind"}
+    body = {"v": 1, "seq": 0, "prev": None, "writer": writer, "kind": "note", "refs": [],
+            "ts": "2026-12-01T00:00:00.000000Z", "payload": payload, "git": None}
+    entry_id, line = chain.encode_line(body)
+    (root / "ledger" / f"{writer}.jsonl").write_bytes(line)
+    return entry_id
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    project = make_project(tmp_path_factory.mktemp("site") / "project")
+    build_site(project, project / "site")
+    return project / "site"
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory) -> tuple[Path, object]:
+    project = make_project(tmp_path_factory.mktemp("planted") / "project", plants=True)
+    report = build_site(project, project / "site")
+    return project / "site", report
+
+
+def soup(path: Path) -> BeautifulSoup:
+    return BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+
+
+def dsv41(site: Path) -> Path:
+    return site / "recipes" / "deepseek-ai" / "deepseek-v4.1-flash.html"
+
+
+# -- structure ---------------------------------------------------------------------------------
+
+
+def test_every_page_has_its_json_beside_it(site: Path) -> None:
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) >= 10
+    for page in pages:
+        data = json.loads(page.with_suffix(".json").read_text(encoding="utf-8"))
+        assert isinstance(data, dict)
+        assert soup(page).select_one("a.json-link")["href"] == page.with_suffix(".json").name
+
+
+def test_index_is_a_models_by_hardware_matrix(site: Path) -> None:
+    page = soup(site / "index.html")
+    rows = page.select("#matrix tbody tr.recipe-row")
+    assert [r.select_one("th a").get_text() for r in rows] == ["DeepSeek-V4.1-Flash", "Tiny random Qwen2 (CPU)"]
+    header = [th.get_text() for th in page.select("#matrix thead th.hw")]
+    assert {"h200", "dgx_station_gb300", "cpu_x86"} <= set(header)
+    station = rows[0].select_one('td[data-hardware="dgx_station_gb300"]')
+    assert station.select_one(".mark-verified")
+    assert station.select_one(".badge-failures").get_text() == "5"
+    assert rows[1].select_one('td[data-hardware="cpu_x86"] .mark-verified')
+
+
+def test_the_builder_shows_exactly_what_the_cli_prints(site: Path, tmp_path: Path) -> None:
+    data = json.loads(soup(dsv41(site)).select_one("#builder-data").string)
+    recipes = site.parent / "recipes"
+    runner = CliRunner()
+    assert len(data["combos"]) > 100
+    checked = 0
+    for cell in data["combos"].values():
+        args = cell["cli"].split()[1:] + ["--root", str(recipes)]
+        result = runner.invoke(main, args)
+        if "error" in cell:
+            assert result.exit_code != 0
+            continue
+        assert result.exit_code == 0, (cell["cli"], result.output)
+        assert result.stdout == cell["command"] + "\n", cell["cli"]
+        checked += 1
+    assert checked > 100
+
+
+def test_the_builder_offers_single_node_strategies_per_hardware(site: Path) -> None:
+    data = json.loads(soup(dsv41(site)).select_one("#builder-data").string)
+    assert data["per_hardware"]["dgx_station_gb300"]["strategies"] == ["single_node_tp"]
+    assert set(data["per_hardware"]["h200"]["strategies"]) == {"single_node_tp", "single_node_tep", "single_node_dep"}
+    assert data["default_hardware"] == "gb200"
+    page = soup(dsv41(site))
+    assert page.select_one("#b-hardware option[selected]")["value"] == "gb200"
+    assert [i["value"] for i in page.select("#b-features input[checked]")] == \
+        data["per_hardware"]["gb200"]["default_features"]["default"]
+
+
+def test_the_recipe_page_has_a_fit_table_and_the_guide(site: Path) -> None:
+    page = soup(dsv41(site))
+    rows = page.select("#fit-table tr.fit-row")
+    assert len(rows) == len(list((site.parent / "recipes" / "boxes").glob("*.yaml")))
+    station = next(r for r in rows if r.select_one("td").get_text() == "dgx-station-gb300")
+    assert "fit-yes" in station["class"]
+    assert page.select_one("#guide-body h2")
+
+
+def test_a_retracted_entry_stays_struck_through_and_links_its_notice(site: Path) -> None:
+    page = soup(site / "ledger" / "index.html")
+    row = page.select_one("#e-868095de1e2f")
+    assert row["data-status"] == "retracted"
+    assert row.select_one("del.retracted")
+    link = row.select_one("a.retraction-link")
+    assert link["href"].endswith("#e-d536ba827325")
+    assert page.select_one("#e-d536ba827325")["data-kind"] == "retraction"
+
+
+def test_the_timeline_shows_failures_and_offers_filters(site: Path) -> None:
+    page = soup(site / "ledger" / "index.html")
+    assert len(page.select("#timeline tr.entry")) == 21
+    assert len(page.select('#timeline tr.entry[data-kind="failure"]')) == 5
+    kinds = [o["value"] for o in page.select("#filter-kind option") if o["value"]]
+    assert {"failure", "retraction", "release", "result"} <= set(kinds)
+    assert "retracted" in [o["value"] for o in page.select("#filter-status option")]
+
+
+def test_a_release_page_has_its_pins_numbers_and_diff(site: Path) -> None:
+    v14 = soup(site / "releases" / "sixty-k-agent" / "v14.html")
+    pins = v14.select_one("#pins-table").get_text()
+    assert "vllm/vllm-openai:deepseekv41-flash-0909" in pins and "unpinned" in pins
+    assert "df42c109f1defefcbfcedbe7d905718a12266e40" in pins
+    assert len(v14.select("ul.flags li")) == 18
+    assert v14.select_one("#diff-table ins code").get_text() == "--model /model"
+    v12 = soup(site / "releases" / "sixty-k-agent" / "v12.html")
+    numbers = v12.select("table.numbers tbody tr")
+    assert [r.select_one("td").get_text() for r in numbers] == ["gain_vs_off70_pct_high", "gain_vs_off70_pct_low"]
+    assert numbers[0].select_one("a.entry-id")["href"].endswith("#e-9a533b8a43a7")
+    lanes = soup(site / "releases" / "index.html")
+    assert [a.get_text() for a in lanes.select("#lane-sixty-k-agent ol.versions a")] == ["v12", "v13", "v14"]
+    assert lanes.select_one("#lane-sixty-k-agent svg.plot")
+
+
+def test_an_experiment_page_has_arms_verdicts_and_plots(site: Path) -> None:
+    page = soup(site / "experiments" / "h200-expert-placement-bd60452cc40c.html")
+    outcomes = [td.get_text() for td in page.select("#verdict-table td.outcome")]
+    assert sorted(outcomes) == ["inconclusive", "win", "win", "win"]
+    assert len(page.select("table.arms tbody tr")) == 3
+    assert len(page.select("figure.plot svg")) >= 2
+    assert "scripts/expert_placement_bench.py" in page.get_text()
+
+
+def test_the_json_api_has_the_recipes_site_shape(site: Path) -> None:
+    models = json.loads((site / "api" / "models.json").read_text())
+    assert [m["hf_id"] for m in models] == ["deepseek-ai/DeepSeek-V4.1-Flash", "recipe-ledger/tiny-qwen2"]
+    assert set(models[0]) == {"hf_id", "title", "provider", "url", "json"}
+    one = json.loads((site / models[0]["json"]).read_text())
+    assert list(one)[:3] == ["hf_id", "meta", "recommended_command"]
+    assert one["recommended_command"]["hardware"] == "gb200"
+    assert "compatible_strategies" not in one
+    assert (site / "llms.txt").read_text().startswith("# Recipe Ledger\n")
+
+
+def test_site_json_matches_the_golden_files(site: Path) -> None:
+    """Pages that depend only on the fixed ledger prefix (recipe pages change with recipes)."""
+    for golden in sorted(GOLDEN_SITE.glob("*.json")):
+        rel = golden.name.replace("__", "/")
+        assert (site / rel).read_text(encoding="utf-8") == golden.read_text(encoding="utf-8"), rel
+
+
+def test_two_builds_are_byte_for_byte_identical(site: Path, tmp_path: Path) -> None:
+    again = tmp_path / "again"
+    build_site(site.parent, again)
+    first = {p.relative_to(site): p.read_bytes() for p in site.rglob("*") if p.is_file()}
+    second = {p.relative_to(again): p.read_bytes() for p in again.rglob("*") if p.is_file()}
+    assert first == second
+    assert not any(str(site.parent).encode() in data for data in first.values()), "an absolute path leaked"
+
+
+def test_a_ledger_that_does_not_verify_builds_no_site(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project")
+    chain_file = project / "ledger" / "h200-lent.jsonl"
+    chain_file.write_bytes(chain_file.read_bytes().replace(b'"win"', b'"wim"', 1))
+    with pytest.raises(StateError):
+        build_site(project, project / "site")
+    assert not (project / "site").exists()
+
+
+def test_the_output_folder_must_be_a_site(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project")
+    (project / "site").mkdir()
+    (project / "site" / "precious.txt").write_text("keep me")
+    result = CliRunner().invoke(main, ["site", "--root", str(project), "--no-progress"])
+    assert result.exit_code == 2
+    assert (project / "site" / "precious.txt").read_text() == "keep me"
+
+
+# -- hostile and broken input --------------------------------------------------------------------
+
+
+def test_planted_scripts_stay_text(planted) -> None:
+    site, _ = planted
+    for page in site.rglob("*.html"):
+        html = soup(page)
+        for script in html.select("script"):
+            assert script.get("src", "").endswith("static/site.js") or script.get("type") == "application/json", page
+        assert not html.select("[onerror]"), page
+        assert not html.select('a[href^="javascript:"]'), page
+    recipe = next(site.glob("recipes/*/*plant*.html"))
+    html = soup(recipe)
+    assert PLANT in html.select_one("p.description").get_text()
+    assert PLANT in html.select_one("#guide-body").get_text()
+    assert html.select_one("h1").get_text() == "Plänt <b>bold</b> 模型"
+    timeline = soup(site / "ledger" / "index.html")
+    assert any(PLANT in row.get_text() for row in timeline.select('#timeline tr[data-status="retracted"]'))
+
+
+def test_a_broken_recipe_gets_a_page_with_its_error(planted) -> None:
+    site, report = planted
+    assert any(name.endswith("broken-guide") for name in report.broken_recipes)
+    page = soup(next(site.glob("recipes/*/broken-guide.html")))
+    assert "guide" in page.select_one("#recipe-error").get_text()
+    index = soup(site / "index.html")
+    assert index.select("#matrix tr.recipe-row.broken")
+
+
+def test_a_huge_entry_is_shown_clipped_and_redacted(planted) -> None:
+    site, _ = planted
+    row = next(r for r in soup(site / "ledger" / "index.html").select("#timeline tr.entry")
+               if "characters in all" in r.get_text())
+    assert len(row.get_text()) < MAX_SHOWN_CHARS + 500
+    for path in site.rglob("*"):
+        if path.is_file():
+            assert TOKEN not in path.read_text(encoding="utf-8"), path
+
+
+def test_non_ascii_names_get_safe_paths(planted) -> None:
+    site, _ = planted
+    assert slugify("模型-plant") == "plant"
+    assert slugify("Ünïcödé") == "unicode"
+    models = json.loads((site / "api" / "models.json").read_text(encoding="utf-8"))
+    assert any("模型" in m["hf_id"] for m in models)
+    for m in models:
+        assert (site / m["url"]).is_file() and (site / m["json"]).is_file()

@@ -1,0 +1,118 @@
+"""The published tables: golden outputs, determinism, retractions excluded, unverified ledgers refused."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from recipe_ledger import tables
+from recipe_ledger.cli import main
+from recipe_ledger.errors import StateError
+from recipe_ledger.ledger import actions
+from recipe_ledger.ledger.store import Ledger
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = REPO / "tests" / "golden" / "tables"
+# Chains only ever grow, so their first lines are a fixture that never changes: the seed's
+# imported campaign and the H200 expert-placement study (calibrations + the result).
+FIXED_PREFIX = {"seed-000.jsonl": 18, "h200-lent.jsonl": 3}
+
+
+def fixed_ledger(root: Path) -> Path:
+    """A project at ``root`` whose ledger holds the fixed prefix of the real chains."""
+    (root / "ledger").mkdir(parents=True)
+    for name in ("format.json", ".gitattributes"):
+        shutil.copyfile(REPO / "ledger" / name, root / "ledger" / name)
+    for name, count in FIXED_PREFIX.items():
+        lines = (REPO / "ledger" / name).read_bytes().splitlines(keepends=True)[:count]
+        (root / "ledger" / name).write_bytes(b"".join(lines))
+    return root
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return fixed_ledger(tmp_path / "project")
+
+
+def test_tables_match_the_golden_files(project: Path) -> None:
+    files = tables.render_files(tables.load_verified(project))
+    assert sorted(files) == sorted(p.name for p in GOLDEN.iterdir() if p.is_file())
+    for name, text in files.items():
+        assert text == (GOLDEN / name).read_text(encoding="utf-8"), f"{name} differs from tests/golden/tables"
+
+
+def test_writing_twice_gives_the_same_bytes(project: Path, tmp_path: Path) -> None:
+    first = tables.write_tables(project, tmp_path / "a")
+    second = tables.write_tables(project, tmp_path / "b")
+    assert [p.read_bytes() for p in first] == [p.read_bytes() for p in second]
+    assert not any(str(tmp_path) in p.read_text() for p in first), "an absolute path leaked into a table"
+
+
+def test_a_retracted_entry_feeds_no_table(project: Path) -> None:
+    ledger = Ledger.open(project)
+    target = "bd60452cc40c"
+    before = tables.load_verified(project)
+    assert any(row[-1].startswith(target) for row in tables.verdict_rows(before))
+    actions.retract(ledger, target, reason="a test retraction", writer="box-t")
+    after = tables.load_verified(project)
+    assert not any(row[-1].startswith(target) for row in tables.verdict_rows(after))
+    assert not any(row[-1].startswith(target) for row in tables.result_rows(after))
+
+
+def test_the_seed_retraction_is_already_excluded(project: Path) -> None:
+    view = tables.load_verified(project)
+    retracted = {e["id"] for e in view.entries if view.statuses[e["id"]] == "retracted"}
+    assert retracted, "the seed holds one retracted result"
+    for table in tables.build_tables(view):
+        assert not {row[-1] for row in table.rows} & retracted, table.name
+
+
+def test_a_ledger_that_does_not_verify_is_refused(project: Path) -> None:
+    chain = project / "ledger" / "seed-000.jsonl"
+    data = chain.read_bytes()
+    chain.write_bytes(data.replace(b"tok/s", b"tok/S", 1))
+    with pytest.raises(StateError, match="does not verify"):
+        tables.load_verified(project)
+
+
+def test_the_cli_refuses_an_unverified_ledger_with_exit_code_3(project: Path) -> None:
+    chain = project / "ledger" / "seed-000.jsonl"
+    chain.write_bytes(chain.read_bytes().replace(b"90, 119", b"99, 119", 1))
+    result = CliRunner().invoke(main, ["tables", "--root", str(project), "--out", "tables"])
+    assert result.exit_code == 3, result.output
+    assert "ledger verify" in result.output
+    assert not (project / "tables").exists()
+
+
+def test_the_cli_writes_every_format(project: Path) -> None:
+    result = CliRunner().invoke(main, ["tables", "--root", str(project)])
+    assert result.exit_code == 0, result.output
+    names = {p.name for p in (project / "tables").iterdir()}
+    assert names == {f"{t}.{ext}" for t in tables.TABLE_NAMES for ext in ("csv", "json", "md")}
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (None, ""), (True, "true"), (3, "3"), (0.1 + 0.2, "0.3"), (-0.0, "0"), (4390.791949, "4390.79"),
+    (-0.9826982515943993, "-0.982698"), (1e-9, "1e-09"), (123456789.0, "1.23457e+08"), ("x", "x"),
+])
+def test_numbers_have_one_fixed_format(value, text) -> None:
+    assert tables.fmt_number(value) == text
+
+
+def test_markdown_and_csv_escape_cells() -> None:
+    table = tables.Table("t", "T", ("a", "b"), [("x|y", "naïve, \"quoted\"\nnext")])
+    view = tables.view_of([])
+    assert "x\\|y" in tables.to_markdown(table, view)
+    assert tables.to_csv(table) == 'a,b\nx|y,"naïve, ""quoted""\nnext"\n'
+
+
+def test_every_file_records_the_command_that_regenerates_it(project: Path) -> None:
+    files = tables.render_files(tables.load_verified(project))
+    for name, text in files.items():
+        if name.endswith(".md"):
+            assert text.startswith("<!-- Generated by `ledger tables --root . --out tables`")
+        if name.endswith(".json"):
+            assert '"generated_by": "ledger tables --root . --out tables"' in text
