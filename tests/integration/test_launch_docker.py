@@ -7,7 +7,6 @@ Skipped, with the reason, when the daemon does not answer: ``scripts/ci/start_do
 from __future__ import annotations
 
 import io
-import resource
 import shutil
 import socket
 import tarfile
@@ -20,6 +19,7 @@ import pytest
 
 from recipe_ledger.launch import BootFailure, DockerLauncher, LaunchSpec, cleanup_containers, port_is_free
 from recipe_ledger.launch.containers import LABEL_MANAGED, LABEL_RUN, container_options
+from recipe_ledger.launch.spec import grantable_memlock
 
 docker = pytest.importorskip("docker", reason="the docker SDK is not installed (pip install docker)")
 
@@ -34,24 +34,7 @@ COPY www /www
 """
 
 
-def grantable_memlock() -> int:
-    """-1 (unlimited, the production value) where this host may grant it, else its own hard limit.
-
-    runc refuses ``--ulimit memlock=-1`` on a host without CAP_SYS_RESOURCE (this CI sandbox):
-    "error setting rlimit type 8: operation not permitted".
-    """
-    hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
-    return -1 if hard == resource.RLIM_INFINITY or _has_cap_sys_resource() else hard
-
-
-def _has_cap_sys_resource() -> bool:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("CapEff:"):
-            return bool(int(line.split()[1], 16) >> 24 & 1)  # CAP_SYS_RESOURCE is capability 24
-    return False
-
-
-MEMLOCK = grantable_memlock()
+MEMLOCK = grantable_memlock()  # what this host can grant (runc refuses unlimited without CAP_SYS_RESOURCE)
 
 
 def free_port() -> int:

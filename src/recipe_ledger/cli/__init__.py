@@ -49,6 +49,10 @@ def _register() -> None:
     from recipe_ledger.cli import mlflow_commands
 
     main.add_command(mlflow_commands.mlflow_group)
+    from recipe_ledger.cli import release_commands
+
+    for command in release_commands.COMMANDS:
+        main.add_command(command)
     from recipe_ledger.cli import publish_commands
 
     for command in publish_commands.COMMANDS:

@@ -20,8 +20,9 @@ from recipe_ledger.launch.server import RunningServer
 from recipe_ledger.launch.spec import LaunchSpec
 
 if TYPE_CHECKING:
-    from docker import DockerClient
     from docker.models.containers import Container
+
+    from docker import DockerClient
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,9 @@ planning mistake (the plan picked docker and the runner picked a process), not a
 
 from __future__ import annotations
 
+import contextlib
 import re
+import resource
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,3 +164,20 @@ def _is_gpu_request(value: object) -> bool:
     if value in ("none", "all"):
         return True
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def grantable_memlock() -> int:
+    """-1 (unlimited: the seed's `--ulimit memlock=-1`) where this host may grant it, else its own
+    hard limit. runc refuses a limit above the daemon's hard limit without CAP_SYS_RESOURCE
+    ("error setting rlimit type 8"), as in this project's CI sandbox; pinned-memory offload on a
+    GPU box wants unlimited, and there the daemon runs with the capability."""
+    hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+    return -1 if hard == resource.RLIM_INFINITY or _has_cap_sys_resource() else hard
+
+
+def _has_cap_sys_resource() -> bool:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> 24 & 1)  # CAP_SYS_RESOURCE is capability 24
+    return False

@@ -5,8 +5,7 @@ read by upgrading a *copy* step by step (``register_upgrade``), asv-style: versi
 -> the current model. A payload newer than this tool knows is refused with a clear message rather
 than half-read; the stored line is untouched either way.
 
-To extend a kind (a later issue builds full release specs on top of ``ReleasePayload``): add the
-fields to a new model with ``schema_version: Literal[2]``, register an upgrade from 1, and point
+To extend a kind (as release v2 did for full release pins): add the fields to a new model with ``schema_version: Literal[2]``, register an upgrade from 1, and point
 ``MODELS`` at the new model. Entries written under version 1 keep verifying byte for byte.
 
 The envelope around a payload (id, seq, prev, writer, ts, git, refs) is described by ``Envelope``;
@@ -156,8 +155,10 @@ class CalibrationPayload(Payload):
 
 class ImagePin(Strict):
     ref: str  # as given: a tag or a digest reference
-    digest: str | None = None
+    digest: str | None = None  # the repository (manifest) digest, sha256:...
     pinned: bool = False  # True only with a digest: a tag can move under you
+    image_id: str | None = None  # v2: the daemon's image id (sha256 of the image config) when published
+    repo_digests: list[str] | None = None  # v2: every repository@digest the daemon knew for the image
 
     @model_validator(mode="after")
     def _pinned_means_digest(self) -> ImagePin:
@@ -169,12 +170,33 @@ class ImagePin(Strict):
 class ModelPin(Strict):
     name: str | None = None
     path: str | None = None
-    revision: str | None = None
+    revision: str | None = None  # hf:<commit> of a snapshot, sha256:<content hash> of a directory, or as stated
+    # v2: how the revision was obtained; only "hf-snapshot" and "content-hash" pin the weights.
+    revision_source: Literal["hf-snapshot", "content-hash", "folder-name", "stated"] | None = None
+    container_path: str | None = None  # v2: where the server sees it (baked into the image, or mounted)
+
+
+class ReleaseNumber(Strict):
+    """One published number, linked to the ledger result entry that measured it."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
+    value: float
+    metric: str = Field(min_length=1)
+    point: int | str | None = None
+    arm: str | None = None
+    unit: str | None = None
+    result: EntryId | None = None  # the result entry it comes from
+    samples: list[float] = []  # one per launch, from the run's measurements (content hash checked)
+    tolerance: float | None = Field(None, gt=0, lt=1)  # relative band a reproduction must stay inside
+    verified: bool = False  # the result entry exists, was measured, is not retracted, and says this value
 
 
 class ReleasePayload(Payload):
+    """A release of a lane. v2 (``ledger release publish``) adds the full pins; v1 entries (the
+    imported seed) read as v2 with ``verified: false`` and the reasons why."""
+
     kind: ClassVar[str] = "release"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     lane: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     lane_title: str | None = None
     version: str = Field(min_length=1)
@@ -185,7 +207,32 @@ class ReleasePayload(Payload):
     model: ModelPin | None = None
     metrics: dict[str, float] = {}
     supersedes: EntryId | None = None
-    spec_sha256: ContentHash | None = None  # the full release spec, once releases have one
+    spec_sha256: ContentHash | None = None  # the release spec file it was published from
+    spec: str | None = None  # v2: that file's path, relative to the repository
+    argv: list[str] = []  # v2: the server argv as launched (secrets redacted)
+    env: dict[str, str] = {}  # v2: its environment (secrets redacted)
+    script_pins: dict[str, str] = {}  # v2: path -> git blob hash of every script behind the numbers
+    box: dict[str, str] = {}  # v2: the fingerprint of the box the numbers were measured on
+    numbers: list[ReleaseNumber] = []  # v2
+    verified: bool = False  # v2: every pin complete and every number backed by a verified result
+    unverified: list[str] = []  # v2: why not, one reason each; empty exactly when verified
+    notes: list[str] = []  # v2: what a reader should know that does not unverify (a tag resolved when published)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _say_why_unverified(cls, data: Any) -> Any:
+        # A release written without `ledger release publish` (the seed import, a hand-made entry)
+        # checked nothing: it never passes silently, it says so and names what is missing.
+        if isinstance(data, dict) and not data.get("verified") and not data.get("unverified"):
+            why = ["not published with `ledger release publish`: nothing was checked"]
+            return {**data, "unverified": why + release_gaps(data)}
+        return data
+
+    @model_validator(mode="after")
+    def _verified_means_no_reasons(self) -> ReleasePayload:
+        if self.verified == bool(self.unverified):
+            raise ValueError("a release is verified exactly when it lists no reason against it")
+        return self
 
 
 class RetractionPayload(Payload):
@@ -330,14 +377,51 @@ def _calibration_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 2}
 
 
+@register_upgrade("release", 1)
+def _release_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
+    """v2 added full pins and verification. A v1 release was never checked by this tool: it reads
+    as unverified, with the reasons its own fields give."""
+    reasons = ["published before releases carried pins (release schema 1)"] + release_gaps(data)
+    upgraded = {**data, "schema_version": 2, "verified": False, "unverified": reasons}
+    model = data.get("model") or {}
+    if model.get("revision"):
+        # The seed's v14 names its revision only through the mounted folder's name.
+        named = model["revision"] in (model.get("path") or "")
+        upgraded["model"] = {**model, "revision_source": "folder-name" if named else "stated"}
+    return upgraded
+
+
+def release_gaps(data: dict[str, Any]) -> list[str]:
+    """What a release payload (as a dict) lacks to be verified, judged from its own fields."""
+    origin = data.get("origin") or {}
+    reasons = []
+    if origin.get("how") == "imported":
+        reasons.append(f"imported from {origin.get('source') or 'a document'}: no number was measured by this tool")
+    image = data.get("image")
+    if not image:
+        reasons.append("no image pinned")
+    elif not image.get("pinned"):
+        reasons.append(f"image {image.get('ref')} is given by tag only (unpinned)")
+    model = data.get("model") or {}
+    if not model.get("revision"):
+        reasons.append("no model revision")
+    elif model.get("revision_source") not in ("hf-snapshot", "content-hash"):
+        reasons.append(f"model revision {model['revision'][:12]} is stated (from a folder name), not a content hash")
+    if data.get("metrics") and not data.get("numbers"):
+        reasons.append("numbers are not linked to result entries")
+    return reasons
+
+
 def implied_refs(payload: Payload) -> list[tuple[str, str]]:
     """Refs that a payload's own fields imply, so folding never has to parse payloads."""
     if isinstance(payload, RetractionPayload):
         return [("retracts", payload.target)] + [("evidence", e) for e in payload.evidence]
     if isinstance(payload, ReproductionPayload):
         return [("reproduces", payload.target)]
-    if isinstance(payload, ReleasePayload) and payload.supersedes:
-        return [("supersedes", payload.supersedes)]
+    if isinstance(payload, ReleasePayload):
+        # A release's numbers point at the results that measured them (shown by `ledger show`).
+        evidence = sorted({n.result for n in payload.numbers if n.result})
+        return ([("supersedes", payload.supersedes)] if payload.supersedes else []) + [("evidence", e) for e in evidence]
     if isinstance(payload, ResultPayload) and payload.experiment and payload.experiment.calibration:
         return [("evidence", payload.experiment.calibration)]
     return []

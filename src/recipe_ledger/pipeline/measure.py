@@ -20,7 +20,7 @@ from recipe_ledger.instruments import server_metrics, vllm_bench
 from recipe_ledger.instruments.base import MeasureContext, Measurement
 from recipe_ledger.launch.containers import DockerLauncher
 from recipe_ledger.launch.process import ProcessLauncher
-from recipe_ledger.launch.spec import LaunchSpec
+from recipe_ledger.launch.spec import LaunchSpec, grantable_memlock
 from recipe_ledger.pipeline.plan import ArmPlan, RunPlan
 from recipe_ledger.pipeline.preflight import remember_flagset
 
@@ -55,7 +55,7 @@ def launch_spec(plan: RunPlan, arm: ArmPlan, repeat: int, run_dir: Path, run_id:
         host=server.host, port=server.port, health_path="/health", health_timeout_s=server.health_timeout_s,
         log_path=run_dir / f"server-{tag}{arm.name}-r{repeat}.log", run_id=run_id,
         image=arm.image if server.launcher == "docker" else None, volumes=dict(server.volumes),
-        gpus=server.gpus,
+        gpus=server.gpus, ulimit_memlock=grantable_memlock(),
     )
 
 

@@ -22,7 +22,7 @@ from recipe_ledger.errors import LedgerError
 from recipe_ledger.experiment.spec import Bar as SpecBar
 from recipe_ledger.instruments.base import InstrumentError, sha256_file
 from recipe_ledger.launch.failures import BootFailure
-from recipe_ledger.launch.registry import stop_all  # noqa: F401 - re-exported for the CLI
+from recipe_ledger.launch.registry import stop_all
 from recipe_ledger.ledger import gitinfo
 from recipe_ledger.ledger.models import ArmRecord, BarVerdict, ExperimentRecord
 from recipe_ledger.ledger.store import Ledger
@@ -47,7 +47,7 @@ class RunOutcome:
 
 
 def new_run_id(name: str) -> str:
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"{name}-{stamp}-{secrets.token_hex(2)}"
 
 
@@ -74,7 +74,7 @@ def find_calibration(ledger: Ledger, key: str, max_age_days: float) -> dict | No
 
     entries = ledger.entries()
     status = fold_statuses(entries)
-    horizon = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=max_age_days)
+    horizon = dt.datetime.now(dt.UTC) - dt.timedelta(days=max_age_days)
     for entry in reversed(entries):
         if entry["kind"] != "calibration" or entry["payload"].get("fingerprint") != key:
             continue

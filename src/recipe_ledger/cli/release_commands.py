@@ -1,0 +1,175 @@
+"""`ledger release publish|list|show|diff` and `ledger reproduce`: a thin layer over recipe_ledger.releases.
+
+Exit codes: 0 done (a reproduction that does not confirm is still a recorded result: its outcome is
+printed and exit is 1); 2 bad input; 3 a pin cannot be met here, or the machine is not ready;
+5 a re-run failed (a failure entry was written); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from recipe_ledger.cli.ledger_commands import root_option, writer_option
+from recipe_ledger.cli.output import print_json, print_json_line, print_table
+from recipe_ledger.errors import LedgerError
+from recipe_ledger.ledger import gitinfo
+from recipe_ledger.ledger.store import Ledger, default_writer
+from recipe_ledger.releases import catalog
+from recipe_ledger.releases import diff as diffing
+from recipe_ledger.releases import publish as publishing
+from recipe_ledger.releases import reproduce as reproducing
+
+REPRODUCTION_FAILED = 5
+
+
+class ReproductionFailed(LedgerError):
+    exit_code = REPRODUCTION_FAILED
+
+
+def _repo(root: Path | None) -> Path:
+    return (root or gitinfo.top_level(Path.cwd())).resolve()
+
+
+@click.group("release")
+def release() -> None:
+    """Published lanes: publish a release with full pins, list, show and diff them."""
+
+
+@release.command("publish")
+@click.argument("lane")
+@click.argument("version")
+@click.option("--from", "spec_path", required=True, type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="The release spec (recipes/releases/<lane>/<version>.yaml).")
+@root_option
+@writer_option
+def publish_cmd(lane: str, version: str, spec_path: Path, root: Path | None, writer: str | None) -> None:
+    """Publish LANE VERSION from a spec: pin image digest, model revision, argv/env, scripts, box, numbers."""
+    repo = _repo(root)
+    entry = publishing.publish(Ledger.open(repo), repo, spec_path, lane, version, writer=writer or default_writer())
+    payload = entry["payload"]
+    state = "verified" if payload["verified"] else "UNVERIFIED"
+    click.echo(f"release {payload['lane']}@{payload['version']} published as {entry['id'][:12]}: {state}")
+    for reason in payload.get("unverified", []):
+        click.echo(f"  unverified: {reason}")
+    for note in payload.get("notes", []):
+        click.echo(f"  note: {note}")
+    click.echo(f"next: ledger reproduce {payload['lane']}@{payload['version']}")
+
+
+@release.command("list")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per release: lane, version, status, pins.")
+@root_option
+def list_cmd(as_json: bool, root: Path | None) -> None:
+    """Every release, oldest first, with its verification and ledger status."""
+    found = catalog.releases(Ledger.open(_repo(root)))
+    if as_json:
+        for item in found:
+            print_json_line(catalog.summary(item))
+        return
+    rows = [[r.payload.lane_title or r.payload.lane, r.payload.version, r.id[:12], r.verification, r.status,
+             _image_cell(r), len(r.payload.numbers) or len(r.payload.metrics)] for r in found]
+    print_table(["lane", "version", "id", "verification", "ledger", "image", "numbers"], rows)
+    if not found:
+        click.echo("(no releases)")
+
+
+def _image_cell(release: catalog.Release) -> str:
+    image = release.payload.image
+    if image is None:
+        return "-"
+    return f"{image.digest[:19]}…" if image.digest else f"{image.ref} (unpinned)"
+
+
+@release.command("show")
+@click.argument("ref", metavar="LANE@VERSION")
+@click.option("--json", "as_json", is_flag=True, help="The release summary and the full payload as JSON.")
+@root_option
+def show_cmd(ref: str, as_json: bool, root: Path | None) -> None:
+    """One release with every pin, its numbers and why it is (not) verified."""
+    found = catalog.find(Ledger.open(_repo(root)), ref)
+    if as_json:
+        print_json({**catalog.summary(found), "payload": found.payload.model_dump(mode="json", exclude_none=True)})
+        return
+    _print_release(found)
+
+
+def _print_release(found: catalog.Release) -> None:
+    p = found.payload
+    click.echo(f"{p.lane_title or p.lane} {p.version} ({found.ref}) — {found.id[:12]}, {found.verification}, "
+               f"ledger status {found.status}" + (", imported" if found.imported else ""))
+    for change in p.changes:
+        click.echo(f"  change: {change}")
+    for reason in p.unverified:
+        click.echo(f"  unverified: {reason}")
+    for note in p.notes:
+        click.echo(f"  note: {note}")
+    pins = catalog.pins_summary(found)
+    click.echo(f"  image: {diffing._image(pins['image'])}")
+    click.echo(f"  model: {diffing._model(pins['model'])}")
+    for path, blob in pins["scripts"].items():
+        click.echo(f"  script: {path} {blob}")
+    if p.box:
+        click.echo("  box: " + ", ".join(f"{k}={v}" for k, v in p.box.items()))
+    click.echo(f"  k-schedule: {diffing.k_schedule(p)}")
+    if p.command:
+        click.echo(f"  command: {p.command}")
+    for number in p.numbers:
+        link = f" (result {number.result[:12]}, {len(number.samples)} samples)" if number.result else ""
+        click.echo(f"  number: {number.name} = {number.value:.6g}{' ' + number.unit if number.unit else ''}{link}")
+    for name, value in p.metrics.items():
+        if name not in {n.name for n in p.numbers}:
+            click.echo(f"  number: {name} = {value:.6g} (no result entry)")
+
+
+@release.command("diff")
+@click.argument("a", metavar="LANE@A")
+@click.argument("b", metavar="LANE@B")
+@click.option("--changes", "only_changes", is_flag=True, help="Only the rows that differ.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per row.")
+@root_option
+def diff_cmd(a: str, b: str, only_changes: bool, as_json: bool, root: Path | None) -> None:
+    """Two releases side by side: flags, pins, k-schedule and numbers."""
+    ledger = Ledger.open(_repo(root))
+    ra, rb = catalog.find(ledger, a), catalog.find(ledger, b)
+    rows = diffing.diff(ra, rb, only_changes=only_changes)
+    if as_json:
+        for row in rows:
+            print_json_line({"section": row.section, "name": row.name, "a": row.a, "b": row.b, "same": row.same})
+        return
+    print_table(["", "what", ra.ref, rb.ref, ""], [[r.section, r.name, r.a, r.b, "" if r.same else "≠"] for r in rows])
+
+
+@click.command("reproduce")
+@click.argument("ref", metavar="LANE@VERSION")
+@click.option("--check", "check_only", is_flag=True, help="Only check the pins against this machine; run nothing.")
+@root_option
+@writer_option
+def reproduce_cmd(ref: str, check_only: bool, root: Path | None, writer: str | None) -> None:
+    """Re-run the experiments behind a release's numbers with its pins and record a reproduction."""
+    repo = _repo(root)
+    ledger = Ledger.open(repo)
+    if check_only:
+        plan = reproducing.plan_reproduction(ledger, repo, ref)
+        for notice in plan.notices:
+            click.echo(f"notice: {notice}")
+        arms = ", ".join(f"{t.record.name}:{'+'.join(t.arms)}" for t in plan.targets)
+        click.echo(f"every pin of {plan.release.ref} is met on this machine; would re-run {arms}")
+        return
+    try:
+        entry, outcomes = reproducing.reproduce(ledger, repo, ref, writer=writer or default_writer(), say=click.echo)
+    except LedgerError as error:
+        failure = getattr(error, "failure_entry", None)
+        if failure is None:
+            raise
+        raise ReproductionFailed(f"{error.one_line()} — failure entry {failure['id'][:12]} recorded",
+                                 hint=f"ledger show {failure['id'][:12]}") from None
+    for outcome in outcomes:
+        click.echo(f"  {reproducing.describe(outcome)}")
+    click.echo(f"reproduction {entry['id'][:12]}: {entry['payload']['outcome']} (ledger show {entry['id'][:12]})")
+    if entry["payload"]["outcome"] != "reproduced":
+        raise click.exceptions.Exit(1)
+
+
+COMMANDS = [release, reproduce_cmd]

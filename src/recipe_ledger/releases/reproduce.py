@@ -1,0 +1,307 @@
+"""`ledger reproduce LANE@VERSION`: re-measure a published release against its own numbers.
+
+1. **Pins first.** Before any launch, every pin is checked against this machine: the image digest
+   (and its image id), the model revision, the scripts' blob hashes, the experiment specs the
+   numbers came from, the resolved argv and env, the box. Any difference refuses the reproduction
+   and names it; a tag that moved is named too, but does not matter, since the run uses the digest.
+2. **Re-run** the arms behind the numbers, with the experiment's repeats, through the same pieces
+   as `ledger run` (plan, preflight, launch, sweep, failure entries), the image given by digest.
+3. **Decide** each number with ``recipe_ledger.verdict``: the published samples are the control,
+   the new ones the candidate, the bar is the number's tolerance, the noise is the original run's
+   calibration. ``no-change`` (the whole CI inside the tolerance) confirms the number; a
+   ``regression`` or a ``win`` beyond the noise means it does not hold today; anything else is
+   inconclusive. A ``reproduction`` entry records the outcome, each effect and its CI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recipe_ledger import verdict as verdicts
+from recipe_ledger.errors import InputError, StateError
+from recipe_ledger.experiment.spec import load_experiment
+from recipe_ledger.launch import images
+from recipe_ledger.ledger import gitinfo
+from recipe_ledger.ledger.models import ExperimentRecord, ReleaseNumber, ReleasePayload
+from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.pipeline import measure
+from recipe_ledger.pipeline import run as runner
+from recipe_ledger.pipeline.measure import PointRecord
+from recipe_ledger.pipeline.plan import RunPlan, plan_run
+from recipe_ledger.pipeline.preflight import preflight
+from recipe_ledger.provenance import host_fingerprint
+from recipe_ledger.recipes.catalog import RecipeRoot
+from recipe_ledger.recipes.flags import parse_flags
+from recipe_ledger.redact import redact_env
+from recipe_ledger.releases import catalog, pins
+
+TAG = "rp-"  # raw files of a reproduction's launches, beside a run's own
+
+
+@dataclass
+class Target:
+    """One experiment to re-run: its result entry, its plan, the arms behind the release's numbers."""
+
+    result: dict[str, Any]
+    record: ExperimentRecord
+    plan: RunPlan
+    arms: list[str]
+    numbers: list[ReleaseNumber]
+
+
+@dataclass
+class ReproductionPlan:
+    release: catalog.Release
+    targets: list[Target]
+    notices: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class NumberOutcome:
+    number: ReleaseNumber
+    verdict: verdicts.Verdict
+    outcome: str  # reproduced | not-reproduced | inconclusive
+    samples: list[float]
+
+
+# ------------------------------------------------------------------------------------ checking
+
+
+def plan_reproduction(ledger: Ledger, repo: Path, ref: str) -> ReproductionPlan:
+    """Check every pin of ``ref`` against this machine and plan the re-run; refuse, naming every
+    difference, when a pin cannot be met."""
+    release = catalog.find(ledger, ref)
+    payload = release.payload
+    numbers = [n for n in payload.numbers if n.result]
+    if not numbers:
+        raise StateError(f"release {release.ref} has no numbers linked to result entries"
+                         + (" (imported: nothing was measured by this tool)" if release.imported else "")
+                         + ": there is nothing to re-run", where=release.ref,
+                         hint=f"ledger release show {release.ref}")
+    problems, notices = pin_problems(payload, repo)
+    targets = []
+    for result_id in dict.fromkeys(n.result for n in numbers):
+        target, found = _target(ledger, repo, payload, result_id, [n for n in numbers if n.result == result_id])
+        problems += found
+        if target:
+            targets.append(target)
+    if problems:
+        raise StateError(f"cannot reproduce {release.ref} as published: " + "; ".join(problems),
+                         where=release.ref, hint=_hint(problems, release.ref))
+    return ReproductionPlan(release, targets, notices)
+
+
+def pin_problems(payload: ReleasePayload, repo: Path) -> tuple[list[str], list[str]]:
+    """(problems, notices): the release's pins against this machine as it is now."""
+    problems, notices = [], []
+    if payload.image is None:
+        notices.append("the release pins no image: its server is launched as its experiment says")
+    else:
+        image_problems, notices = pins.check_image(payload.image)
+        problems += image_problems
+        if not image_problems:
+            labels = images.image_info(pins.run_reference(payload.image)).labels
+            problems += pins.check_model_in_image(payload.model, labels)
+    problems += pins.check_model(payload.model, repo)
+    problems += pins.check_scripts(payload.script_pins, repo)
+    problems += pins.check_box(payload.box, host_fingerprint()) if payload.box else ["the release pins no box"]
+    return problems, notices
+
+
+def _target(ledger: Ledger, repo: Path, payload: ReleasePayload, result_id: str,
+            numbers: list[ReleaseNumber]) -> tuple[Target | None, list[str]]:
+    result = ledger.get(result_id)
+    record = ExperimentRecord.model_validate(result["payload"]["experiment"])
+    spec_path = repo / record.spec
+    if not spec_path.is_file():
+        return None, [f"experiment spec {record.spec} (of result {result_id[:12]}) is missing"]
+    sha = "sha256:" + hashlib.sha256(spec_path.read_bytes()).hexdigest()
+    if sha != record.spec_sha256:
+        return None, [(f"experiment spec {record.spec} changed since result {result_id[:12]} "
+                       f"({sha[:19]}… now, {record.spec_sha256[:19]}… then)")]
+    plan = plan_run(spec_path, load_experiment(spec_path), RecipeRoot(repo / "recipes"), repo)
+    arms = list(dict.fromkeys(n.arm for n in numbers if n.arm))
+    problems = [p for arm in arms for p in configuration_problems(plan, arm, payload)]
+    return Target(result, record, _pinned_plan(plan, arms, payload), arms, numbers), problems
+
+
+def configuration_problems(plan: RunPlan, arm: str, payload: ReleasePayload) -> list[str]:
+    """The arm as planned today against the argv and env the release pinned."""
+    if arm not in plan.arms:
+        return [f"arm {arm!r} is no longer in the experiment"]
+    planned = plan.arms[arm]
+    problems = [f"flag {name}: {now} now, {then} published" for name, now, then in
+                flag_differences(planned.argv, payload.argv)]
+    env_now, env_then = redact_env(planned.env), payload.env
+    problems += [f"env {name}: {env_now.get(name, '(unset)')} now, {env_then.get(name, '(unset)')} published"
+                 for name in sorted(set(env_now) | set(env_then)) if env_now.get(name) != env_then.get(name)]
+    if planned.argv[:3] != payload.argv[:3] and not problems:
+        problems.append(f"server command {' '.join(planned.argv[:3])} now, {' '.join(payload.argv[:3])} published")
+    return problems
+
+
+def flag_differences(now: list[str], then: list[str]) -> list[tuple[str, str, str]]:
+    """``(flag, value now, value published)`` for every flag that differs (absent: "(absent)")."""
+    a = {f.name: " ".join(f.values) or "(set)" for f in parse_flags(list(now))}
+    b = {f.name: " ".join(f.values) or "(set)" for f in parse_flags(list(then))}
+    return [(name, a.get(name, "(absent)"), b.get(name, "(absent)"))
+            for name in sorted(set(a) | set(b)) if a.get(name) != b.get(name)]
+
+
+def _pinned_plan(plan: RunPlan, arms: list[str], payload: ReleasePayload) -> RunPlan:
+    """The plan with the release's arms launched from the pinned digest, never from a tag."""
+    if payload.image is None or plan.experiment.server.launcher != "docker":
+        return plan
+    reference = pins.run_reference(payload.image)
+    pinned = {name: dataclasses.replace(arm, image=reference) if name in arms else arm
+              for name, arm in plan.arms.items()}
+    return dataclasses.replace(plan, arms=pinned)
+
+
+def _hint(problems: list[str], ref: str) -> str:
+    text = " ".join(problems)
+    if "image digest" in text:
+        return "scripts/build_cpu_image.sh, or docker pull the pinned digest"
+    if "script" in text or "spec" in text:
+        return "git diff; restore the pinned files (git checkout <commit> -- PATH), then rerun"
+    if "model directory" in text:
+        return "restore the pinned model (scripts/make_tiny_model.py for the tiny one)"
+    return f"ledger release show {ref}"
+
+
+# ------------------------------------------------------------------------------------- running
+
+
+def reproduce(ledger: Ledger, repo: Path, ref: str, *, writer: str, say: Callable[[str], None] = print,
+              progress: measure.Progress | None = None) -> tuple[dict[str, Any], list[NumberOutcome]]:
+    """Check, re-run, decide and record; returns the reproduction entry and each number's outcome."""
+    plan = plan_reproduction(ledger, repo, ref)
+    for notice in plan.notices:
+        say(f"notice: {notice}")
+    outcomes, contexts = [], []
+    for target in plan.targets:
+        preflight(target.plan)
+        ctx = runner.start_context(target.plan, ledger, writer, repo, repo / "runs", progress=progress, say=say)
+        contexts.append(ctx)
+        records = rerun(ctx, target)
+        outcomes += [decide(ledger, target, number, records) for number in target.numbers]
+    return record(ledger, plan, outcomes, contexts, writer), outcomes
+
+
+def rerun(ctx: runner.RunContext, target: Target) -> list[PointRecord]:
+    """The release's arms, each launched ``repeats`` times; a failure leaves a failure entry."""
+    records: list[PointRecord] = []
+    try:
+        # Instrument options may hold repository-relative paths (the tokenizer), as for `ledger run`
+        # started at the repository root.
+        with contextlib.chdir(ctx.repo):
+            for repeat in range(1, target.plan.experiment.repeats + 1):
+                for arm in target.arms:
+                    records += measure.measure_launch(ctx.plan, target.plan.arms[arm], repeat, ctx.run_dir,
+                                                      ctx.run_id, ctx.repo, progress=ctx.progress, tag=TAG)
+                    runner.write_records(ctx.run_dir / "measurements.jsonl", records)
+    except BaseException as error:
+        runner.stop_all()
+        ctx.say("reproduction failed: recording a failure entry")
+        error.failure_entry = runner.record_failure(ctx, error, "reproduction")  # type: ignore[attr-defined]
+        raise
+    return records
+
+
+# ------------------------------------------------------------------------------------ deciding
+
+
+def decide(ledger: Ledger, target: Target, number: ReleaseNumber, records: list[PointRecord]) -> NumberOutcome:
+    """The published samples (control) against the new ones (candidate), the tolerance as the bar."""
+    if not isinstance(number.point, int) or number.arm is None:
+        raise InputError(f"number {number.name} names no arm and integer point: it cannot be re-measured")
+    instrument = _instrument(target, number.metric)
+    new = runner.samples(records, number.arm, instrument, number.metric, number.point)
+    published = number.samples or [number.value]
+    bar_spec = next((b for b in target.plan.experiment.bars if b.metric == number.metric), None)
+    bar = verdicts.Bar(metric=number.metric, point=number.point,
+                       direction=bar_spec.direction if bar_spec else _direction(number.metric),
+                       min_effect=number.tolerance or 0.1)
+    threshold = bar_spec.agreement_threshold if bar_spec else verdicts.DEFAULT_AGREEMENT_THRESHOLD
+    verdict = verdicts.decide(published, new, bar, _calibration(ledger, target, number), agreement_threshold=threshold)
+    return NumberOutcome(number, verdict, _outcome(verdict.outcome), new)
+
+
+def _instrument(target: Target, metric: str) -> str:
+    for bar in target.plan.experiment.bars:
+        if bar.metric == metric and bar.instrument:
+            return bar.instrument
+    return target.plan.experiment.instruments[0].name
+
+
+def _direction(metric: str) -> str:
+    return "lower" if "_ms_" in metric else "higher"
+
+
+def _calibration(ledger: Ledger, target: Target, number: ReleaseNumber) -> verdicts.Calibration | None:
+    """The original run's A/A noise at this point: what "within the noise" means for this number."""
+    if not target.record.calibration:
+        return None
+    entry = ledger.get(target.record.calibration)
+    if entry["payload"].get("metric") != number.metric or str(number.point) not in entry["payload"].get("points", {}):
+        return None
+    return runner.to_verdict_calibration(entry)
+
+
+def _outcome(verdict_outcome: str) -> str:
+    if verdict_outcome == "no-change":
+        return "reproduced"
+    if verdict_outcome in ("win", "regression"):
+        return "not-reproduced"
+    return "inconclusive"
+
+
+def overall(outcomes: list[NumberOutcome]) -> str:
+    found = {o.outcome for o in outcomes}
+    if "not-reproduced" in found:
+        return "not-reproduced"
+    return "reproduced" if found == {"reproduced"} else "inconclusive"
+
+
+# ------------------------------------------------------------------------------------ recording
+
+
+def describe(outcome: NumberOutcome) -> str:
+    v = outcome.verdict
+    if v.effect is None:
+        return f"{outcome.number.name}: {outcome.outcome} ({v.reason})"
+    return (f"{outcome.number.name}: {outcome.outcome}: {v.candidate_geomean:.4g} now vs {v.control_geomean:.4g} "
+            f"published, effect {v.effect * 100:+.1f}% [{v.ci_low * 100:+.1f}%, {v.ci_high * 100:+.1f}%], "
+            f"tolerance ±{v.bar.min_effect * 100:g}% ({v.outcome})")
+
+
+def number_metrics(outcome: NumberOutcome) -> dict[str, float]:
+    v, name = outcome.verdict, outcome.number.name
+    values = {"published": v.control_geomean, "reproduced": v.candidate_geomean, "effect": v.effect,
+              "ci_low": v.ci_low, "ci_high": v.ci_high, "mde": v.mde, "tolerance": v.bar.min_effect,
+              "n_published": float(v.n_control), "n_reproduced": float(v.n_candidate)}
+    return {f"{name}.{key}": round(value, 6) for key, value in values.items() if value is not None}
+
+
+def record(ledger: Ledger, plan: ReproductionPlan, outcomes: list[NumberOutcome],
+           contexts: list[runner.RunContext], writer: str) -> dict[str, Any]:
+    release = plan.release
+    metrics = {k: v for o in outcomes for k, v in number_metrics(o).items()}
+    lines = [describe(o) for o in outcomes] + [f"notice: {n}" for n in plan.notices]
+    artifacts = {f"{ctx.run_id}/{name}": digest for ctx in contexts
+                 for name, digest in runner.artifact_hashes(ctx.run_dir).items()}
+    payload = {
+        "target": release.id, "outcome": overall(outcomes),
+        "text": f"reproduction of {release.ref} on {contexts[0].host.get('hostname', '?')}: " + "; ".join(lines),
+        "metrics": metrics, "origin": {"how": "measured", "source": ", ".join(c.run_id for c in contexts)},
+        "artifacts": artifacts, "scripts": sorted(release.payload.script_pins),
+    }
+    refs = [("see", t.result["id"]) for t in plan.targets]
+    refs += [("evidence", t.record.calibration) for t in plan.targets if t.record.calibration]
+    return ledger.append("reproduction", payload, writer=writer, refs=refs, git=gitinfo.snapshot(ledger.root))

@@ -1,0 +1,77 @@
+"""The release spec (``recipes/releases/<lane>/<version>.yaml``): what a release claims, before pinning.
+
+A spec names the image (ideally by digest), the model, the scripts behind the numbers and the
+numbers themselves, each pointing at the ledger result that measured it. ``ledger release
+publish`` turns it into a ``release`` entry with every pin resolved; the spec is strict and
+versioned like every other spec (an unknown field or a newer ``schema_version`` is refused).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from recipe_ledger.errors import SpecError
+from recipe_ledger.spec.validate import validate_doc
+from recipe_ledger.spec.yamlfile import load_yaml
+
+RELEASE_SPEC_SCHEMA_VERSION = 1
+LANE_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
+
+
+class _Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class ModelSpec(_Closed):
+    name: str | None = Field(default=None, description="What the model is, e.g. org/name.")
+    path: str = Field(description="The local model directory (repository-relative or absolute) whose "
+                      "content hash, or Hugging Face snapshot commit, is pinned.")
+    container_path: str | None = Field(default=None, description="Where the server sees it (baked in or mounted).")
+
+
+class NumberSpec(_Closed):
+    """One number to publish: a metric of one arm at one point, from one ledger result."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
+    metric: str = Field(description="Normalized metric, e.g. output_tps_total.")
+    point: int = Field(description="The sweep point (concurrency).")
+    arm: str = Field(description="The experiment arm that is this release's configuration.")
+    result: str | None = Field(default=None, description="Result entry id (or a unique prefix).")
+    experiment: str | None = Field(default=None, description="Or: the newest active result of this experiment.")
+    tolerance: float | None = Field(default=None, gt=0, lt=1, description="Relative band a reproduction must "
+                                    "stay inside; default: the experiment's bar on this metric and point.")
+    unit: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> NumberSpec:
+        if (self.result is None) == (self.experiment is None):
+            raise ValueError("give exactly one of 'result' (an entry id) or 'experiment' (its newest result)")
+        return self
+
+
+class ReleaseSpec(_Closed):
+    schema_version: int = Field(default=RELEASE_SPEC_SCHEMA_VERSION)
+    lane: str = Field(pattern=LANE_PATTERN)
+    lane_title: str | None = None
+    version: str = Field(min_length=1)
+    changes: list[str] = Field(default_factory=list)
+    supersedes: str | None = Field(default=None, description="An earlier version of this lane (e.g. v1).")
+    image: str | None = Field(default=None, description="The image: repo@sha256:... pins; a tag is resolved "
+                              "to its repository digest through the docker daemon when published.")
+    model: ModelSpec | None = None
+    scripts: list[str] = Field(default_factory=list, description="Scripts whose git blob hashes are pinned "
+                               "(besides those the results already pinned).")
+    numbers: list[NumberSpec] = Field(default_factory=list)
+
+
+def load_release_spec(path: Path | str) -> ReleaseSpec:
+    """Load and validate a release spec; errors name the file, the line and the field."""
+    doc = load_yaml(Path(path))
+    if isinstance(doc.data, dict) and isinstance(doc.data.get("schema_version"), int) \
+            and doc.data["schema_version"] > RELEASE_SPEC_SCHEMA_VERSION:
+        raise SpecError(f"schema_version {doc.data['schema_version']} is newer than this tool understands "
+                        f"({RELEASE_SPEC_SCHEMA_VERSION})", where=doc.where(("schema_version",)),
+                        hint="pip install -U recipe-ledger")
+    return validate_doc(doc, ReleaseSpec, what="release spec")

@@ -1,0 +1,147 @@
+"""The verified CPU lane end to end: the real vLLM image by digest, `ledger run`, publish, reproduce.
+
+Needs the docker daemon, the local registry, the image of scripts/build_cpu_image.sh (run here: it
+returns in about a second when the image is current), the serving venv (the bench client) and the
+tiny model. `.ci/run` provides them all; elsewhere the test is skipped with the reason, unless
+RECIPE_LEDGER_REQUIRE_DOCKER=1. About 8 container launches: 6 for the run (2 A/A + 2 x 2 ABBA) and
+2 for the reproduction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from recipe_ledger.cli import main
+from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.releases import catalog
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
+
+REPO = Path(__file__).resolve().parents[2]
+VLLM = REPO / ".venv-serve" / "bin" / "vllm"
+MODEL = REPO / ".cache" / "tiny-model"
+
+
+def _require(reason: str) -> None:
+    if os.environ.get("RECIPE_LEDGER_REQUIRE_CPU_LANE") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _opt_in() -> None:
+    # About 12-14 minutes and a 2.5 GB image: not yet part of CI's budget (see docs/releases.md).
+    if os.environ.get("RECIPE_LEDGER_CPU_LANE") != "1":
+        pytest.skip("the CPU lane end to end runs with RECIPE_LEDGER_CPU_LANE=1 (needs scripts/build_cpu_image.sh)")
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    """The lane image's repository digest reference, from the (idempotent) build script."""
+    if not (VLLM.is_file() and (MODEL / "model.safetensors").is_file()):
+        _require("no serving venv or tiny model: ./dev serve-setup")
+    if subprocess.run(["docker", "info"], capture_output=True, check=False).returncode != 0:
+        _require("no docker daemon: scripts/ci/start_docker.sh")
+    try:
+        urllib.request.urlopen("http://127.0.0.1:5000/v2/", timeout=3).read()
+    except OSError:
+        _require("no registry on 127.0.0.1:5000: scripts/ci/start_registry.sh")
+    built = subprocess.run([str(REPO / "scripts" / "build_cpu_image.sh"), str(MODEL)], capture_output=True, check=False,
+                           text=True, timeout=1500)
+    assert built.returncode == 0, built.stderr[-3000:]
+    lines = dict(line.split("=", 1) for line in built.stdout.splitlines() if "=" in line)
+    return lines["repo_digest"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def short_lane(image: str, port: int) -> dict:
+    """experiments/examples/tiny-lane.yaml, cut to one point and short benchmarks."""
+    doc = json.loads(json.dumps(_example()))
+    doc["server"].update(image=image, port=port)
+    doc["instruments"][0]["options"].update(num_prompts=8, random_input_len=64, random_output_len=32)
+    doc["points"] = [4]
+    doc["bars"] = [bar for bar in doc["bars"] if bar["point"] == 4]
+    return doc
+
+
+def short_release(image: str) -> dict:
+    """recipes/releases/tiny-cpu/v1.yaml with this build's digest and the short lane's one point."""
+    from recipe_ledger.spec.yamlfile import load_yaml
+
+    doc = load_yaml(REPO / "recipes" / "releases" / "tiny-cpu" / "v1.yaml").data
+    return {**doc, "image": image, "numbers": [n for n in doc["numbers"] if n["point"] == 4]}
+
+
+def _example() -> dict:
+    from recipe_ledger.spec.yamlfile import load_yaml
+
+    return load_yaml(REPO / "experiments" / "examples" / "tiny-lane.yaml").data
+
+
+@pytest.fixture()
+def repo(tmp_path, image, monkeypatch) -> Path:
+    root = tmp_path / "repo"
+    (root / "recipes").mkdir(parents=True)
+    shutil.copytree(REPO / "recipes" / "boxes", root / "recipes" / "boxes")
+    (root / "recipes" / "models").mkdir()
+    (root / "scripts").mkdir()
+    shutil.copy(REPO / "scripts" / "make_tiny_model.py", root / "scripts")
+    shutil.copytree(MODEL, root / ".cache" / "tiny-model")
+    (root / "experiments").mkdir()
+    (root / "experiments" / "lane.yaml").write_text(json.dumps(short_lane(image, free_port()), indent=1))
+    (root / "recipes" / "releases" / "tiny-cpu").mkdir(parents=True)
+    (root / "recipes" / "releases" / "tiny-cpu" / "v1.yaml").write_text(json.dumps(short_release(image), indent=1))
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "lane"]):
+        subprocess.run(["git", "-C", str(root), "-c", "user.email=t@t", "-c", "user.name=t", *args], check=True)
+    Ledger.init(root)
+    monkeypatch.chdir(root)  # `ledger run` is started at the repository root (the tokenizer path)
+    monkeypatch.setenv("RECIPE_LEDGER_VLLM", str(VLLM))
+    monkeypatch.setenv("RECIPE_LEDGER_WRITER", "ci-lane")
+    return root
+
+
+def cli(root: Path, *args: str):
+    result = CliRunner().invoke(main, [*args, "--root", str(root)], catch_exceptions=False)
+    return result
+
+
+def test_the_cpu_lane_is_measured_published_verified_and_reproduced(repo, image):
+    run = cli(repo, "run", "experiments/lane.yaml", "--no-mlflow")
+    assert run.exit_code == 0, run.output[-4000:]
+    published = cli(repo, "release", "publish", "tiny-cpu", "v1", "--from", "recipes/releases/tiny-cpu/v1.yaml")
+    assert published.exit_code == 0, published.output
+    release = catalog.find(Ledger.open(repo), "tiny-cpu@v1")
+    assert release.verification == "verified", release.payload.unverified
+    assert release.payload.image.digest == image.split("@")[1] and release.payload.image.pinned
+    assert release.payload.model.revision_source == "content-hash"
+    assert all(n.verified and len(n.samples) == 2 for n in release.payload.numbers)
+
+    listed = [json.loads(line) for line in cli(repo, "release", "list", "--json").output.splitlines()]
+    assert listed[-1]["status"] == "verified" and listed[-1]["pins"]["image"]["digest"] == image.split("@")[1]
+
+    reproduced = cli(repo, "reproduce", "tiny-cpu@v1")
+    entry = next(e for e in reversed(Ledger.open(repo).entries()) if e["kind"] == "reproduction")
+    assert entry["payload"]["target"] == release.id
+    # Two launches per arm on a shared two-core box spread up to ~20% (the lane's own repeats did,
+    # measured here): the CI can straddle the ±25% tolerance, so an honest `inconclusive` is allowed;
+    # a clear departure from the published numbers is not.
+    outcome = entry["payload"]["outcome"]
+    assert outcome in ("reproduced", "inconclusive"), reproduced.output
+    assert {"output_tps_c4.effect", "output_tps_c4.ci_low", "output_tps_c4.ci_high"} <= set(entry["payload"]["metrics"])
+    assert reproduced.exit_code == (0 if outcome == "reproduced" else 1)
+    assert catalog.find(Ledger.open(repo), "tiny-cpu@v1").status == ("reproduced" if outcome == "reproduced" else "active")
+    assert cli(repo, "verify").exit_code == 0
