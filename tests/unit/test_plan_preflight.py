@@ -99,3 +99,51 @@ def test_a_bad_experiment_names_file_line_and_field(tmp_path):
     spec.write_text(text.replace("\nrepeats: 2", "\nrepeats: two"))
     with pytest.raises(SpecError, match=r"x\.yaml:\d+: repeats: expected an integer, got \"two\""):
         load_experiment(spec)
+
+
+def _release_spec(tmp_path, launcher: str, release: str):
+    import json
+
+    spec = {
+        "name": "vs-release", "hypothesis": "h", "box": "cpu-only",
+        "server": {"launcher": launcher, "port": 8200},
+        "control": {"release": release, "overrides": {"args": ["--max-num-seqs", "2"]}},
+        "candidates": {"now": {"argv": ["vllm", "serve", "/m"]}},
+        "instruments": [{"name": "bench", "kind": "vllm_bench_serve"}], "points": [4],
+        "bars": [{"metric": "output_tps_total", "point": 4, "direction": "higher", "min_effect": 0.1}],
+    }
+    path = tmp_path / "x.yaml"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def test_a_release_arm_launches_what_the_release_pinned(tmp_path):
+    from recipe_ledger.pipeline.plan import ReleaseLaunch
+
+    pinned = ReleaseLaunch(["vllm", "serve", "/model", "--port", "8124", "--max-num-seqs", "8"],
+                           {"VLLM_TARGET_DEVICE": "cpu"}, "127.0.0.1:5000/x@sha256:" + "a" * 64, ".cache/tiny-model")
+    spec = _release_spec(tmp_path, "docker", "tiny-cpu@v1")
+    plan = plan_run(spec, load_experiment(spec), RecipeRoot(REPO / "recipes"), tmp_path,
+                    release_lookup=lambda ref: pinned)
+    control = plan.arms["control"]
+    assert control.image == pinned.image and control.source == "release tiny-cpu@v1"
+    assert control.argv == ["vllm", "serve", "/model", "--max-num-seqs", "2", "--host", "127.0.0.1", "--port", "8200"]
+    assert control.env == {"VLLM_TARGET_DEVICE": "cpu"}
+
+
+def test_a_release_served_from_an_image_needs_the_docker_launcher(tmp_path):
+    from recipe_ledger.errors import InputError
+    from recipe_ledger.pipeline.plan import ReleaseLaunch
+
+    pinned = ReleaseLaunch(["vllm", "serve", "/model"], {}, "img@sha256:" + "b" * 64, None)
+    spec = _release_spec(tmp_path, "process", "tiny-cpu@v1")
+    with pytest.raises(InputError, match="set server.launcher: docker"):
+        plan_run(spec, load_experiment(spec), RecipeRoot(REPO / "recipes"), tmp_path, release_lookup=lambda r: pinned)
+
+
+def test_an_imported_release_without_argv_is_refused_by_name(tmp_path):
+    from recipe_ledger.ledger.store import Ledger
+    from recipe_ledger.releases import catalog
+
+    launch = catalog.launch_of(catalog.find(Ledger.open(REPO), "sixty-k-agent@v14"))
+    assert launch.argv == [] and launch.image is None  # v14's image is a tag: unpinned

@@ -10,11 +10,17 @@ Exit codes of `ledger run`:
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from recipe_ledger.cli.output import console, print_table
 from recipe_ledger.errors import LedgerError
@@ -38,8 +44,12 @@ def _repo_root(root: Path | None) -> Path:
 
 
 def _plan(spec: Path, repo: Path):
+    from recipe_ledger.releases import catalog
+
     experiment = load_experiment(spec)
-    return plan_run(spec, experiment, RecipeRoot(repo / "recipes"), repo)
+    # Opened only when an arm names a release: planning a recipe experiment needs no ledger.
+    return plan_run(spec, experiment, RecipeRoot(repo / "recipes"), repo,
+                    release_lookup=lambda ref: catalog.launch_of(catalog.find(Ledger.open(repo), ref)))
 
 
 def _progress_bar() -> Progress:

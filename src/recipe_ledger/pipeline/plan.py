@@ -10,11 +10,12 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from recipe_ledger.errors import InputError
-from recipe_ledger.experiment.spec import CommandArm, Experiment, Overrides, RecipeArm, StudyArm
+from recipe_ledger.experiment.spec import CommandArm, Experiment, Overrides, RecipeArm, ReleaseArm, StudyArm
 from recipe_ledger.recipes.boxes import Box, load_box
 from recipe_ledger.recipes.catalog import RecipeRoot
 from recipe_ledger.recipes.command import CommandRequest, resolve_for_people
@@ -120,6 +121,36 @@ def _command_arm(name: str, arm: CommandArm) -> ArmPlan:
     return ArmPlan(name, argv, env, "raw command", model_dir, served_model_name(argv))
 
 
+@dataclass(frozen=True)
+class ReleaseLaunch:
+    """What a published release pins for launching it again (see recipe_ledger.releases)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    image: str | None      # a digest reference when the release is served from an image
+    model_dir: str | None  # the local model directory (the bench client's tokenizer)
+
+
+ReleaseLookup = Callable[[str], ReleaseLaunch]  # "LANE@VERSION" -> its pins; raises when unknown
+
+
+def _release_arm(name: str, arm: ReleaseArm, lookup: ReleaseLookup | None, experiment: Experiment,
+                 repo: Path) -> ArmPlan:
+    if lookup is None:
+        raise InputError(f"arm {name!r} names release {arm.release!r}, but no ledger was given to look it up",
+                         hint="ledger run reads releases from the ledger")
+    pinned = lookup(arm.release)
+    if not pinned.argv:
+        raise InputError(f"release {arm.release} records no launch argv (imported or unpinned): it cannot be "
+                         "launched as it was published", hint=f"ledger release show {arm.release}")
+    if pinned.image and experiment.server.launcher != "docker":
+        raise InputError(f"release {arm.release} is served from image {pinned.image}",
+                         hint="set server.launcher: docker in the experiment")
+    argv, env = apply_overrides(list(pinned.argv), dict(pinned.env), arm.overrides)
+    model_dir = str((repo / pinned.model_dir).resolve()) if pinned.model_dir else None
+    return ArmPlan(name, argv, env, f"release {arm.release}", model_dir, served_model_name(argv), pinned.image)
+
+
 def find_engine_bin(repo: Path, engine: str) -> str:
     """The engine's CLI: the project's serving venv first (scripts/setup_serve_venv.sh), then PATH."""
     override = os.environ.get("RECIPE_LEDGER_VLLM")
@@ -131,7 +162,8 @@ def find_engine_bin(repo: Path, engine: str) -> str:
     return shutil.which(engine) or engine
 
 
-def plan_run(spec_path: Path, experiment: Experiment, root: RecipeRoot, repo: Path) -> RunPlan:
+def plan_run(spec_path: Path, experiment: Experiment, root: RecipeRoot, repo: Path,
+             release_lookup: ReleaseLookup | None = None) -> RunPlan:
     box = load_box(root.root / "boxes", experiment.box)
     arms: dict[str, ArmPlan] = {}
     engine_bin = find_engine_bin(repo, "vllm")
@@ -144,13 +176,14 @@ def plan_run(spec_path: Path, experiment: Experiment, root: RecipeRoot, repo: Pa
         elif isinstance(arm, StudyArm):
             arms[name] = ArmPlan(name, [], {}, f"study arm {name}", None, "-", params=dict(arm.params))
             continue
-        else:
-            raise InputError(f"arm {name!r} names release {arm.release!r}; release arms are not supported "
-                             "by this version yet", hint="use a recipe or command arm")
+        elif isinstance(arm, ReleaseArm):
+            plan = _release_arm(name, arm, release_lookup, experiment, repo)
+        else:  # pragma: no cover - the spec's discriminator admits no other kind
+            raise InputError(f"arm {name!r}: unknown kind")
         argv = with_server_address(plan.argv, experiment.server.host, experiment.server.port)
         if argv[0] == "vllm" and experiment.server.launcher == "process":
             argv = [engine_bin, *argv[1:]]
         arms[name] = ArmPlan(name, argv, plan.env, plan.source, plan.model_dir, plan.served_model,
-                             experiment.server.image)
+                             plan.image or experiment.server.image)
     return RunPlan(experiment, box, arms, abba_schedule(experiment.arm_names, experiment.repeats),
                    str(spec_path), engine_bin)

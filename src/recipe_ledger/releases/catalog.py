@@ -16,6 +16,7 @@ from recipe_ledger.errors import InputError, UnknownIdError
 from recipe_ledger.ledger.fold import fold_statuses
 from recipe_ledger.ledger.models import ReleasePayload, load_payload
 from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.pipeline.plan import ReleaseLaunch
 
 
 @dataclass(frozen=True)
@@ -108,3 +109,11 @@ def summary(release: Release) -> dict[str, Any]:
         "unverified": list(p.unverified), "pins": pins_summary(release),
         "writer": release.entry.get("writer"), "ts": release.entry.get("ts"),
     }
+
+
+def launch_of(release: Release) -> ReleaseLaunch:
+    """The pins `ledger run` needs to launch a release as an experiment arm."""
+    payload = release.payload
+    image = payload.image.ref if payload.image and payload.image.pinned else None
+    model_dir = payload.model.path if payload.model else None
+    return ReleaseLaunch(list(payload.argv), dict(payload.env), image, model_dir)
