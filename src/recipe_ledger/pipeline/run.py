@@ -51,10 +51,6 @@ def new_run_id(name: str) -> str:
     return f"{name}-{stamp}-{secrets.token_hex(2)}"
 
 
-def file_sha(path: Path) -> str:
-    return sha256_file(path)
-
-
 # ------------------------------------------------------------------------------ calibration
 
 
@@ -235,7 +231,7 @@ def summary_metrics(records: list[PointRecord]) -> dict[str, float]:
 
 def artifact_hashes(run_dir: Path) -> dict[str, str]:
     names = ["plan.json", "measurements.jsonl", "calibration.jsonl", "summary.json"]
-    return {name: file_sha(run_dir / name) for name in names if (run_dir / name).is_file()}
+    return {name: sha256_file(run_dir / name) for name in names if (run_dir / name).is_file()}
 
 
 def experiment_record(ctx: RunContext, records: list[PointRecord], bars: list[BarVerdict],
@@ -252,7 +248,7 @@ def experiment_record(ctx: RunContext, records: list[PointRecord], bars: list[Ba
         instruments.setdefault(r.instrument, r.instrument_version)
     calibration_ids = [e["id"] for e in cals.values()]
     return ExperimentRecord(
-        name=exp.name, spec=_repo_relative(Path(plan.spec_path), ctx.repo), spec_sha256=file_sha(Path(plan.spec_path)),
+        name=exp.name, spec=_repo_relative(Path(plan.spec_path), ctx.repo), spec_sha256=sha256_file(Path(plan.spec_path)),
         hypothesis=exp.hypothesis, box=plan.box.id, run_id=ctx.run_id, points=exp.points, repeats=exp.repeats,
         schedule=[f"{a}#{r}" for a, r in plan.schedule], instruments=instruments, arms=arms, bars=bars,
         calibration=calibration_ids[0] if calibration_ids else None, calibration_inline=inline,

@@ -41,10 +41,6 @@ class ResolvedCommand:
     warnings: list[str] = field(default_factory=list)
 
     @property
-    def is_single_node(self) -> bool:
-        return "argv" in self.result
-
-    @property
     def argv(self) -> list[str]:
         """The server argv (the head node's for multi-node, the decode pool's for PD)."""
         if "argv" in self.result:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from recipe_ledger.errors import ResolutionError
+from recipe_ledger.recipes import resolve
 from recipe_ledger.recipes.catalog import LoadedRecipe, RecipeRoot
 from recipe_ledger.recipes.fit import patterns_matching_nothing
 from recipe_ledger.recipes.flags import parse_flags
@@ -309,11 +311,9 @@ def _selections(item: LoadedRecipe, ctx: ResolutionContext) -> Iterator[tuple[st
     data = item.doc.data
     hardware = set((data.get("meta") or {}).get("hardware") or {})
     for variant in data.get("variants") or {}:
-        hardware |= set(((data["variants"][variant] or {}).get("hardware_overrides") or {}))
+        hardware |= set((data["variants"][variant] or {}).get("hardware_overrides") or {})
     hardware &= set(ctx.taxonomy.get("hardware_profiles") or {})
     strategies = [s for s in data.get("compatible_strategies") or [] if str(s).startswith("single_node_")]
-    from recipe_ledger.recipes import resolve
-
     for variant in data.get("variants") or {}:
         for hw_id in sorted(hardware):
             hw = resolve.hardware_for(ctx.taxonomy, hw_id)
@@ -325,11 +325,8 @@ def _selections(item: LoadedRecipe, ctx: ResolutionContext) -> Iterator[tuple[st
 
 def check_resolved(item: LoadedRecipe, ctx: ResolutionContext) -> Iterator[LintWarning]:
     """Warnings that only show once the layers are merged for a concrete selection."""
-    from recipe_ledger.errors import ResolutionError
-    from recipe_ledger.recipes import resolve
-
     seen: set[tuple[str, str, str]] = set()
-    all_features = list((item.doc.data.get("features") or {}))
+    all_features = list(item.doc.data.get("features") or {})
     for variant, hw_id, strategy in _selections(item, ctx):
         sel = resolve.Selection(recipe=ctx.raw, variant_key=variant, strategy_name=strategy,
                                 hw=resolve.hardware_for(ctx.taxonomy, hw_id), features=all_features,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -130,7 +130,6 @@ class YamlDoc:
     text: str
     data: Any
     display_path: str = ""
-    _lines: dict[PathKey, int] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.display_path:
@@ -161,7 +160,7 @@ class YamlDoc:
 def parse_yaml_text(text: str, display_path: str) -> Any:
     """Parse YAML text with the core schema; a syntax error becomes a SpecError at its line."""
     try:
-        return yaml.load(text, Loader=CoreSchemaLoader)  # noqa: S506 - a safe loader subclass
+        return yaml.load(text, Loader=CoreSchemaLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark else ""
