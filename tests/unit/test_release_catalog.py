@@ -104,3 +104,13 @@ def test_reproducing_an_imported_release_is_refused_naming_why(seeded):
     result = cli(seeded, "reproduce", "sixty-k-agent@v14")
     assert result.exit_code == 3
     assert "no numbers linked to result entries (imported" in result.output
+
+
+@pytest.mark.parametrize(("image", "text"), [
+    (None, diff.ABSENT),
+    ({"ref": "vllm/vllm-openai:v1", "digest": None}, "vllm/vllm-openai:v1 (unpinned)"),
+    ({"ref": "r/x:1", "digest": "sha256:ab"}, "r/x:1 @ sha256:ab"),
+    ({"ref": "r/x@sha256:ab", "digest": "sha256:ab"}, "r/x@sha256:ab"),
+])
+def test_an_image_pin_is_shown_once_with_its_digest(image, text):
+    assert diff.image_text(image) == text

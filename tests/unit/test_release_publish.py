@@ -393,3 +393,35 @@ def test_a_reproduction_entry_records_the_outcome_effects_and_refs(repo):
     assert ("evidence", target.record.calibration) in rels
     assert entry["git"]["scripts"]["scripts/gen.py"] == release["payload"]["script_pins"]["scripts/gen.py"]
     assert catalog.find(Ledger.open(repo), "tiny-cpu@v1").status == "reproduced"
+
+
+def test_rerun_launches_each_release_arm_the_requested_number_of_times(repo, monkeypatch):
+    from types import SimpleNamespace
+
+    publish_v1(repo)
+    (target,) = reproduce.plan_reproduction(Ledger.open(repo), repo, "tiny-cpu@v1").targets
+    launches = []
+
+    def fake_launch(plan, arm, repeat, run_dir, run_id, root, progress=None, tag=""):
+        launches.append((arm.name, repeat, tag))
+        return [PointRecord(arm.name, repeat, 4, "bench", "v", repeat, {"output_tps_total": 300.0})]
+
+    monkeypatch.setattr(reproduce.measure, "measure_launch", fake_launch)
+    run_dir = repo / "runs" / "rp"
+    run_dir.mkdir(parents=True)
+    ctx = SimpleNamespace(repo=repo, plan=target.plan, run_dir=run_dir, run_id="rp", progress=None)
+    records = reproduce.rerun(ctx, target, 3)
+    assert launches == [("lane", 1, reproduce.TAG), ("lane", 2, reproduce.TAG), ("lane", 3, reproduce.TAG)]
+    assert len(records) == 3 and (run_dir / "measurements.jsonl").read_text().count("\n") == 3
+
+
+def test_a_reproduction_needs_two_launches_per_arm(repo):
+    from click.testing import CliRunner
+
+    from recipe_ledger.cli import main
+
+    publish_v1(repo)
+    refused = CliRunner().invoke(main, ["reproduce", "tiny-cpu@v1", "--repeats", "1", "--root", str(repo)])
+    assert refused.exit_code == 2 and "--repeats" in refused.output
+    with pytest.raises(InputError, match="at least 2 launches"):
+        reproduce.reproduce(Ledger.open(repo), repo, "tiny-cpu@v1", writer="box", repeats=1)

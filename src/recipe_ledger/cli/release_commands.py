@@ -106,7 +106,7 @@ def _print_release(found: catalog.Release) -> None:
     for note in p.notes:
         click.echo(f"  note: {note}")
     pins = catalog.pins_summary(found)
-    click.echo(f"  image: {diffing._image(pins['image'])}")
+    click.echo(f"  image: {diffing.image_text(pins['image'])}")
     click.echo(f"  model: {diffing._model(pins['model'])}")
     for path, blob in pins["scripts"].items():
         click.echo(f"  script: {path} {blob}")
@@ -144,9 +144,11 @@ def diff_cmd(a: str, b: str, only_changes: bool, as_json: bool, root: Path | Non
 @click.command("reproduce")
 @click.argument("ref", metavar="LANE@VERSION")
 @click.option("--check", "check_only", is_flag=True, help="Only check the pins against this machine; run nothing.")
+@click.option("--repeats", type=click.IntRange(min=2), default=None,
+              help="Launches per arm (default: the experiment's repeats). More narrow the CI.")
 @root_option
 @writer_option
-def reproduce_cmd(ref: str, check_only: bool, root: Path | None, writer: str | None) -> None:
+def reproduce_cmd(ref: str, check_only: bool, repeats: int | None, root: Path | None, writer: str | None) -> None:
     """Re-run the experiments behind a release's numbers with its pins and record a reproduction."""
     repo = _repo(root)
     ledger = Ledger.open(repo)
@@ -158,7 +160,8 @@ def reproduce_cmd(ref: str, check_only: bool, root: Path | None, writer: str | N
         click.echo(f"every pin of {plan.release.ref} is met on this machine; would re-run {arms}")
         return
     try:
-        entry, outcomes = reproducing.reproduce(ledger, repo, ref, writer=writer or default_writer(), say=click.echo)
+        entry, outcomes = reproducing.reproduce(ledger, repo, ref, writer=writer or default_writer(), say=click.echo,
+                                               repeats=repeats)
     except LedgerError as error:
         failure = getattr(error, "failure_entry", None)
         if failure is None:

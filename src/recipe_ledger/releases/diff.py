@@ -70,7 +70,7 @@ def _status_rows(a: Release, b: Release) -> list[Row]:
 
 def _pin_rows(a: Release, b: Release) -> list[Row]:
     pa, pb = pins_summary(a), pins_summary(b)
-    rows = [Row("pins", "image", _image(pa["image"]), _image(pb["image"])),
+    rows = [Row("pins", "image", image_text(pa["image"]), image_text(pb["image"])),
             Row("pins", "model", _model(pa["model"]), _model(pb["model"]))]
     for path in sorted(set(pa["scripts"]) | set(pb["scripts"])):
         rows.append(Row("pins", path, pa["scripts"].get(path, ABSENT)[:12], pb["scripts"].get(path, ABSENT)[:12]))
@@ -79,10 +79,13 @@ def _pin_rows(a: Release, b: Release) -> list[Row]:
     return rows
 
 
-def _image(image: dict | None) -> str:
+def image_text(image: dict | None) -> str:
+    """The pinned reference, with its digest when the reference itself does not carry it."""
     if image is None:
         return ABSENT
-    return f"{image['ref']} @ {image['digest']}" if image["digest"] else f"{image['ref']} (unpinned)"
+    if not image["digest"]:
+        return f"{image['ref']} (unpinned)"
+    return image["ref"] if image["ref"].endswith(image["digest"]) else f"{image['ref']} @ {image['digest']}"
 
 
 def _model(model: dict | None) -> str:

@@ -179,8 +179,14 @@ def _hint(problems: list[str], ref: str) -> str:
 
 
 def reproduce(ledger: Ledger, repo: Path, ref: str, *, writer: str, say: Callable[[str], None] = print,
-              progress: measure.Progress | None = None) -> tuple[dict[str, Any], list[NumberOutcome]]:
-    """Check, re-run, decide and record; returns the reproduction entry and each number's outcome."""
+              progress: measure.Progress | None = None,
+              repeats: int | None = None) -> tuple[dict[str, Any], list[NumberOutcome]]:
+    """Check, re-run, decide and record; returns the reproduction entry and each number's outcome.
+
+    ``repeats``: launches per arm (default: the experiment's own). More launches narrow the new
+    side's share of the CI; the published side keeps the samples it was published with."""
+    if repeats is not None and repeats < 2:
+        raise InputError(f"--repeats {repeats}: a reproduction needs at least 2 launches per arm to see its own noise")
     plan = plan_reproduction(ledger, repo, ref)
     for notice in plan.notices:
         say(f"notice: {notice}")
@@ -189,19 +195,19 @@ def reproduce(ledger: Ledger, repo: Path, ref: str, *, writer: str, say: Callabl
         preflight(target.plan)
         ctx = runner.start_context(target.plan, ledger, writer, repo, repo / "runs", progress=progress, say=say)
         contexts.append(ctx)
-        records = rerun(ctx, target)
+        records = rerun(ctx, target, repeats or target.plan.experiment.repeats)
         outcomes += [decide(ledger, target, number, records) for number in target.numbers]
     return record(ledger, plan, outcomes, contexts, writer), outcomes
 
 
-def rerun(ctx: runner.RunContext, target: Target) -> list[PointRecord]:
+def rerun(ctx: runner.RunContext, target: Target, repeats: int) -> list[PointRecord]:
     """The release's arms, each launched ``repeats`` times; a failure leaves a failure entry."""
     records: list[PointRecord] = []
     try:
         # Instrument options may hold repository-relative paths (the tokenizer), as for `ledger run`
         # started at the repository root.
         with contextlib.chdir(ctx.repo):
-            for repeat in range(1, target.plan.experiment.repeats + 1):
+            for repeat in range(1, repeats + 1):
                 for arm in target.arms:
                     records += measure.measure_launch(ctx.plan, target.plan.arms[arm], repeat, ctx.run_dir,
                                                       ctx.run_id, ctx.repo, progress=ctx.progress, tag=TAG)
