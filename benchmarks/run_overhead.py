@@ -27,11 +27,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from recipe_ledger.experiment.spec import load_experiment  # noqa: E402
-from recipe_ledger.instruments import vllm_bench  # noqa: E402
-from recipe_ledger.instruments.base import MeasureContext  # noqa: E402
-from recipe_ledger.pipeline.plan import plan_run  # noqa: E402
-from recipe_ledger.recipes.catalog import RecipeRoot  # noqa: E402
+from recipe_ledger.experiment.spec import load_experiment
+from recipe_ledger.instruments import vllm_bench
+from recipe_ledger.instruments.base import MeasureContext
+from recipe_ledger.pipeline.plan import plan_run
+from recipe_ledger.recipes.catalog import RecipeRoot
 
 
 def scratch_repo(tmp: Path) -> Path:

@@ -115,7 +115,7 @@ def test_a_local_only_image_is_unpinned(client):
 
 
 def test_a_tag_that_moved_is_named_and_the_digest_still_reproduces(client, pushed):
-    repository, tag, _ = pushed
+    _, tag, _ = pushed
     published = pins.pin_image(tag).pin
     _build(client, "a new build under the same tag", tag)
     _push(tag)

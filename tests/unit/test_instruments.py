@@ -1,8 +1,6 @@
 """Instrument adapters: argv building, result normalization, server counters, command scripts."""
 
-import json
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -19,8 +17,8 @@ BENCH_RESULT = {
 
 
 def ctx(tmp_path, **kw):
-    base = dict(arm="control", point=4, repeat=1, seed=1009, out_dir=tmp_path, base_url="http://127.0.0.1:8123",
-                model_name="tiny", tokenizer="/models/tiny")
+    base = {"arm": "control", "point": 4, "repeat": 1, "seed": 1009, "out_dir": tmp_path,
+            "base_url": "http://127.0.0.1:8123", "model_name": "tiny", "tokenizer": "/models/tiny"}
     return MeasureContext(**{**base, **kw})
 
 

@@ -67,7 +67,7 @@ class StudyArm(_Closed):
 def _arm_kind(value: Any) -> str:
     """An arm's kind, written or implied by its main key (recipe:, argv:, release:)."""
     if isinstance(value, BaseModel):
-        return str(getattr(value, "kind"))
+        return str(value.kind)
     if isinstance(value, dict):
         if "kind" in value:
             return str(value["kind"])

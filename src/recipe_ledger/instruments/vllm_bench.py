@@ -89,7 +89,7 @@ def client_version(vllm_bin: str) -> str:
     """The client's version string, part of the instrument's identity (a different version is
     a different instrument: verdicts across versions are not comparable)."""
     try:
-        out = subprocess.run([vllm_bin, "--version"], capture_output=True, text=True, timeout=120,
+        out = subprocess.run([vllm_bin, "--version"], capture_output=True, text=True, timeout=120, check=False,
                              env={**os.environ, "VLLM_TARGET_DEVICE": os.environ.get("VLLM_TARGET_DEVICE", "cpu")})
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InstrumentError(f"cannot run {vllm_bin} --version: {exc}", where=vllm_bin,

@@ -76,7 +76,7 @@ def find_calibration(ledger: Ledger, key: str, max_age_days: float) -> dict | No
             continue
         if status.get(entry["id"], "active") != "active":
             continue
-        if dt.datetime.fromisoformat(entry["ts"].replace("Z", "+00:00")) >= horizon:
+        if dt.datetime.fromisoformat(entry["ts"]) >= horizon:
             return entry
     return None
 

@@ -178,10 +178,10 @@ def place_components(inputs: FitInputs) -> tuple[list[Placement], float, list[st
 
 def _assumptions(inputs: FitInputs, util_from_argv: bool) -> list[str]:
     notes = [
-        "HBM is what the CUDA runtime reports per GPU (the box profile's hbm_gib); "
-        "--gpu-memory-utilization is a fraction of it",
-        f"runtime reserve of {inputs.memory.activation_reserve_gib:g} GiB (activations, CUDA graphs, "
-        "buffers) from the recipe's memory block",
+        ("HBM is what the CUDA runtime reports per GPU (the box profile's hbm_gib); "
+         "--gpu-memory-utilization is a fraction of it"),
+        (f"runtime reserve of {inputs.memory.activation_reserve_gib:g} GiB (activations, CUDA graphs, "
+         "buffers) from the recipe's memory block"),
         "vLLM refuses to start unless the KV pool holds one sequence of the full context",
         "--cpu-offload-gb is per GPU and takes expert weights first (the only uva-offloadable component)",
     ]

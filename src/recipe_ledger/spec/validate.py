@@ -41,9 +41,7 @@ def data_path(data: Any, loc: tuple[Any, ...]) -> PathKey:
     path: list[str | int] = []
     node = data
     for part in loc:
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        if isinstance(node, dict) and part in node or isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
             node = node[part]
         elif isinstance(node, dict) and len(path) == len(loc) - 1:
             path.append(part)  # a missing key: name it, even though it is not in the file
