@@ -161,7 +161,7 @@ def test_a_retracted_entry_stays_struck_through_and_links_its_notice(site: Path)
 
 def test_the_timeline_shows_failures_and_offers_filters(site: Path) -> None:
     page = soup(site / "ledger" / "index.html")
-    assert len(page.select("#timeline tr.entry")) == 21
+    assert len(page.select("#timeline tr.entry")) == 31
     assert len(page.select('#timeline tr.entry[data-kind="failure"]')) == 5
     kinds = [o["value"] for o in page.select("#filter-kind option") if o["value"]]
     assert {"failure", "retraction", "release", "result"} <= set(kinds)
@@ -182,6 +182,22 @@ def test_a_release_page_has_its_pins_numbers_and_diff(site: Path) -> None:
     lanes = soup(site / "releases" / "index.html")
     assert [a.get_text() for a in lanes.select("#lane-sixty-k-agent ol.versions a")] == ["v12", "v13", "v14"]
     assert lanes.select_one("#lane-sixty-k-agent svg.plot")
+
+
+def test_a_verified_release_page_links_each_number_to_its_result_and_shows_reproductions(site: Path) -> None:
+    v2 = soup(site / "releases" / "tiny-cpu" / "v2.html")
+    assert v2.select_one("#verification").get_text().startswith("verified")
+    pins = v2.select_one("#pins-table").get_text()
+    digest = "sha256:2e0003df800591272f8a5c68b0b1137ad290a7010612daf03092b2a57ecc6d8a"
+    assert pins.count(digest) == 1 and "cpus 2" in pins
+    rows = v2.select("table.numbers tbody tr")
+    assert [r.select_one("td").get_text() for r in rows] == ["output_tps_c4", "output_tps_c1"]
+    assert all(r.select_one("a.entry-id")["href"].endswith("#e-4d57a1384602") for r in rows)
+    assert [td.get_text() for td in rows[0].select("td.num")] == ["4", "428.441 tok/s", "4", "±25.0%"]
+    outcomes = [li.select_one("strong").get_text() for li in v2.select("li") if li.get_text().startswith("reproduces")]
+    assert outcomes == ["inconclusive", "reproduced"]
+    v1 = soup(site / "releases" / "tiny-cpu" / "v1.html")
+    assert "unverified" not in v1.select_one("#verification").get_text()
 
 
 def test_an_experiment_page_has_arms_verdicts_and_plots(site: Path) -> None:

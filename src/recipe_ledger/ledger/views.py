@@ -20,6 +20,17 @@ _SUMMARY_FIELDS = {
 }
 
 
+def image_text(image: dict[str, Any] | None, absent: str = "") -> str:
+    """A release's image pin on one line: the reference, with its digest when the reference does not
+    already carry it, or "(unpinned)" when no digest was recorded."""
+    if not image:
+        return absent
+    ref, digest = image.get("ref") or "", image.get("digest")
+    if not digest:
+        return f"{ref} (unpinned)"
+    return ref if ref.endswith(digest) else f"{ref} @ {digest}"
+
+
 def query(ledger: Ledger, *, kind: str | None = None, status: str | None = None) -> list[tuple[dict, str]]:
     """``[(entry, status)]`` oldest first, filtered by kind and folded status."""
     if kind is not None and kind not in KINDS:

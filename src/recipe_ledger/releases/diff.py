@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from recipe_ledger.ledger import views
 from recipe_ledger.ledger.models import ReleasePayload
 from recipe_ledger.recipes.flags import parse_flags
 from recipe_ledger.releases.catalog import Release, pins_summary
@@ -80,12 +81,7 @@ def _pin_rows(a: Release, b: Release) -> list[Row]:
 
 
 def image_text(image: dict | None) -> str:
-    """The pinned reference, with its digest when the reference itself does not carry it."""
-    if image is None:
-        return ABSENT
-    if not image["digest"]:
-        return f"{image['ref']} (unpinned)"
-    return image["ref"] if image["ref"].endswith(image["digest"]) else f"{image['ref']} @ {image['digest']}"
+    return views.image_text(image, ABSENT)
 
 
 def _model(model: dict | None) -> str:

@@ -32,7 +32,7 @@ from markdown_it import MarkdownIt
 
 from recipe_ledger import tables as tables_mod
 from recipe_ledger.errors import InputError, LedgerError
-from recipe_ledger.ledger.views import summarize
+from recipe_ledger.ledger.views import image_text, summarize
 from recipe_ledger.recipes.boxes import Box, list_boxes
 from recipe_ledger.recipes.catalog import LoadedRecipe, RecipeRoot
 from recipe_ledger.recipes.command import CommandRequest, resolve_for_people
@@ -417,9 +417,21 @@ def _release_data(entry: dict, previous: dict | None, index: LedgerIndex, paths:
         "git_dirty": git.get("dirty"), "origin": _with_keys(p.get("origin") or {}, ("how", "source", "item", "as_of")), "artifacts": sorted(p.get("artifacts", {}).items()),
         "previous": ({"version": previous["payload"].get("version"), "href": root + paths[previous["id"]],
                       **_release_diff(previous["payload"], p)} if previous else None),
-        "referred_by": [{"rel": rel, **entry_ref(index, other, root)}
+        "referred_by": [{"rel": rel, **entry_ref(index, other, root),
+                         "outcome": (index.by_id.get(other) or {}).get("payload", {}).get("outcome")}
                         for rel, other in index.referred_by.get(entry["id"], [])],
+        "verified": p.get("verified"), "unverified": p.get("unverified", []),
+        "box": sorted((p.get("box") or {}).items()),
+        "numbers": [_release_number(n, index, root) for n in p.get("numbers", [])],
     }
+
+
+def _release_number(number: dict, index: LedgerIndex, root: str) -> dict[str, Any]:
+    """A v2 release number with the result entry that measured it (linked when the ledger has it)."""
+    result = number.get("result")
+    return {**_with_keys(number, ("name", "metric", "point", "arm", "value", "unit", "tolerance", "verified")),
+            "n": len(number.get("samples") or []),
+            "result": entry_ref(index, result, root) if result and result in index.by_id else None}
 
 
 def _with_keys(value: Any, keys: tuple[str, ...]) -> dict[str, Any] | None:
@@ -437,17 +449,11 @@ def _release_diff(old: dict, new: dict) -> dict[str, Any]:
     return {
         "flags_added": [f for f in new_flags if f not in old_flags],
         "flags_removed": [f for f in old_flags if f not in new_flags],
-        "image": [_image_text(old.get("image")), _image_text(new.get("image"))],
+        "image": [image_text(old.get("image")), image_text(new.get("image"))],
         "model_revision": [(old.get("model") or {}).get("revision"), (new.get("model") or {}).get("revision")],
         "metrics": [[k, old_metrics.get(k), new_metrics.get(k)] for k in sorted(set(old_metrics) | set(new_metrics))],
         "command_diff": command,
     }
-
-
-def _image_text(image: dict | None) -> str:
-    if not image:
-        return ""
-    return f"{image.get('ref')}" + (f" @ {image['digest']}" if image.get("digest") else " (unpinned)")
 
 
 def lane_history(index: LedgerIndex, pages: list[tuple[str, dict]]) -> list[dict[str, Any]]:
