@@ -104,3 +104,25 @@ def test_last_json_object_skips_log_lines():
     assert last_json_object('log\n{"a": 1}\nmore log\n') == {"a": 1}
     with pytest.raises(InstrumentError):
         last_json_object("no json here\n")
+
+
+def test_the_client_version_is_read_from_its_environment_without_running_it(tmp_path):
+    venv = tmp_path / "venv"
+    dist = venv / "lib" / "python3.11" / "site-packages" / "vllm-9.8.7+cpu.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 9.8.7+cpu\n")
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (venv / "bin").mkdir()
+    client = venv / "bin" / "vllm"
+    client.write_text("#!/bin/sh\nexit 3\n")  # not executable: running it would fail the test
+    vllm_bench.client_version.cache_clear()
+    assert vllm_bench.client_version(str(client)) == "vllm 9.8.7+cpu"
+
+
+def test_outside_a_virtual_environment_the_client_is_asked_for_its_version(tmp_path):
+    client = tmp_path / "vllm"
+    client.write_text("#!/bin/sh\necho 'INFO some log line'\necho 1.2.3\n")
+    client.chmod(0o755)
+    vllm_bench.client_version.cache_clear()
+    assert vllm_bench.installed_version(client) is None
+    assert vllm_bench.client_version(str(client)) == "vllm 1.2.3"

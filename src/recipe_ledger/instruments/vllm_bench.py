@@ -7,8 +7,10 @@ set) and is shared by control and candidate at the same repeat (paired compariso
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 from functools import lru_cache
 from pathlib import Path
@@ -87,7 +89,26 @@ def normalize(raw: dict[str, Any]) -> dict[str, float]:
 @lru_cache(maxsize=4)
 def client_version(vllm_bin: str) -> str:
     """The client's version string, part of the instrument's identity (a different version is
-    a different instrument: verdicts across versions are not comparable)."""
+    a different instrument: verdicts across versions are not comparable).
+
+    ``vllm --version`` prints ``importlib.metadata.version("vllm")``; reading that metadata from the
+    client's own environment gives the same string without the ~10 s of imports the command costs
+    (measured on the CPU box: 6% of a four-launch run). The command stays the fallback for a client
+    outside a virtual environment."""
+    return f"vllm {installed_version(Path(shutil.which(vllm_bin) or vllm_bin)) or _version_by_running(vllm_bin)}"
+
+
+def installed_version(vllm_bin: Path) -> str | None:
+    """The ``vllm`` distribution's version in the virtual environment ``vllm_bin`` belongs to."""
+    venv = vllm_bin.resolve().parent.parent
+    if not (venv / "pyvenv.cfg").is_file():
+        return None
+    site_dirs = [str(d) for d in sorted(venv.glob("lib/python3*/site-packages"))]
+    found = [d.version for d in importlib.metadata.distributions(name="vllm", path=site_dirs)]
+    return found[0] if found else None
+
+
+def _version_by_running(vllm_bin: str) -> str:
     try:
         out = subprocess.run([vllm_bin, "--version"], capture_output=True, text=True, timeout=120, check=False,
                              env={**os.environ, "VLLM_TARGET_DEVICE": os.environ.get("VLLM_TARGET_DEVICE", "cpu")})
@@ -95,7 +116,7 @@ def client_version(vllm_bin: str) -> str:
         raise InstrumentError(f"cannot run {vllm_bin} --version: {exc}", where=vllm_bin,
                               hint="scripts/setup_serve_venv.sh") from None
     text = (out.stdout or out.stderr).strip().splitlines()
-    return f"vllm {text[-1].strip()}" if text else "vllm unknown"
+    return text[-1].strip() if text else "unknown"
 
 
 def measure(vllm_bin: str, options: dict[str, Any], ctx: MeasureContext, *, env: dict[str, str],
