@@ -24,7 +24,8 @@
 #   image_id=sha256:...
 #   repo_digest=127.0.0.1:5000/recipe-ledger/vllm-cpu@sha256:...
 # Settings: REGISTRY (127.0.0.1:5000), IMAGE_REPO (recipe-ledger/vllm-cpu), IMAGE_TAG (0.32.0-tiny),
-#           DEBIAN_MIRROR (http://deb.debian.org/debian), WHEELS_PORT (a free port), RECIPE_LEDGER_CACHE.
+#           DEBIAN_MIRROR (http://deb.debian.org/debian), WHEELS_PORT (a free port), RECIPE_LEDGER_CACHE,
+#           BASE_TAG (recipe-ledger/bookworm-python:1).
 set -euo pipefail
 
 TORCH_VERSION=2.13.0
@@ -32,7 +33,7 @@ VLLM_VERSION=0.32.0
 REGISTRY=${REGISTRY:-127.0.0.1:5000}
 IMAGE_REPO=${IMAGE_REPO:-recipe-ledger/vllm-cpu}
 IMAGE_TAG=${IMAGE_TAG:-0.32.0-tiny}
-BASE_TAG=recipe-ledger/bookworm-python:1
+BASE_TAG=${BASE_TAG:-recipe-ledger/bookworm-python:1}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # libnuma1: vLLM's CPU kernels (vllm/_C.abi3.so) link against libnuma.so.1.
 DEB_PACKAGES=python3,python3-venv,ca-certificates,libnuma1
