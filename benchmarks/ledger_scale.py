@@ -24,7 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from recipe_ledger.ledger import chain, gitinfo
+from synthetic_ledger import write_chains
+
+from recipe_ledger.ledger import gitinfo
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.ledger.verify import verify
 from recipe_ledger.ledger.views import query
@@ -63,23 +65,8 @@ def _timed(func) -> float:
 def build_synthetic(root: Path, size: int, seed: int = 7) -> None:
     """A ledger of ``size`` entries written in bulk with the real line encoder (no fsync per line)."""
     rng = random.Random(seed)
-    Ledger.init(root)
-    heads: dict[str, tuple[int, str | None]] = {w: (-1, None) for w in WRITERS}
-    files = {w: (root / "ledger" / f"{w}.jsonl").open("wb") for w in WRITERS}
-    ids: list[str] = []
-    for n in range(size):
-        writer = WRITERS[n % 2]
-        kind, payload, refs = _synthetic_entry(rng, n, ids)
-        seq, prev = heads[writer]
-        body = {"v": 1, "seq": seq + 1, "prev": prev, "writer": writer, "kind": kind, "refs": refs,
-                "ts": f"2026-09-16T00:00:00.{n:06d}Z", "payload": payload,
-                "git": {"commit": "f" * 40, "dirty": False, "scripts": {"scripts/knee.sh": "e" * 40}}}
-        entry_id, line = chain.encode_line(body)
-        files[writer].write(line)
-        heads[writer] = (seq + 1, entry_id)
-        ids.append(entry_id)
-    for handle in files.values():
-        handle.close()
+    write_chains(root, WRITERS, size, lambda n, ids: _synthetic_entry(rng, n, ids),
+                 lambda n: f"2026-09-16T00:00:00.{n:06d}Z")
 
 
 def _synthetic_entry(rng: random.Random, n: int, ids: list[str]):

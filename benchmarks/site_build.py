@@ -20,9 +20,8 @@ import time
 from pathlib import Path
 
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+from synthetic_ledger import write_chains
 
-from recipe_ledger.ledger import chain
-from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.site import build_site
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,24 +113,9 @@ def write_recipes(root: Path, count: int, rng: random.Random) -> None:
 
 
 def write_ledger(root: Path, count: int, recipes: int, rng: random.Random) -> None:
-    Ledger.init(root)
-    heads = {w: (-1, None) for w in WRITERS}
-    files = {w: (root / "ledger" / f"{w}.jsonl").open("wb") for w in WRITERS}
-    ids: list[str] = []
     retracted: set[str] = set()
-    for n in range(count):
-        writer = WRITERS[n % len(WRITERS)]
-        kind, payload, refs = synthetic_entry(rng, n, ids, retracted, recipes)
-        seq, prev = heads[writer]
-        body = {"v": 1, "seq": seq + 1, "prev": prev, "writer": writer, "kind": kind, "refs": refs,
-                "ts": f"2026-{1 + n // 40000:02d}-01T00:00:00.{n:06d}Z", "payload": payload,
-                "git": {"commit": "f" * 40, "dirty": False, "scripts": {"scripts/knee.sh": "e" * 40}}}
-        entry_id, line = chain.encode_line(body)
-        files[writer].write(line)
-        heads[writer] = (seq + 1, entry_id)
-        ids.append(entry_id)
-    for handle in files.values():
-        handle.close()
+    write_chains(root, WRITERS, count, lambda n, ids: synthetic_entry(rng, n, ids, retracted, recipes),
+                 lambda n: f"2026-{1 + n // 40000:02d}-01T00:00:00.{n:06d}Z")
 
 
 def synthetic_entry(rng: random.Random, n: int, ids: list[str], retracted: set[str], recipes: int):
