@@ -148,3 +148,15 @@ def test_an_imported_release_without_argv_is_refused_by_name(tmp_path):
 
     launch = catalog.launch_of(catalog.find(Ledger.open(REPO), "sixty-k-agent@v14"))
     assert launch.argv == [] and launch.image is None  # v14's image is a tag: unpinned
+
+
+def test_a_release_published_from_a_tag_launches_its_digest_not_the_tag():
+    from recipe_ledger.ledger.models import ReleasePayload
+    from recipe_ledger.releases import catalog
+
+    digest = "sha256:" + "ab" * 32
+    payload = ReleasePayload.model_validate({
+        "lane": "lane", "version": "v1", "argv": ["vllm", "serve", "/m"],
+        "image": {"ref": "127.0.0.1:5000/x/y:moving", "digest": digest, "pinned": True}})
+    release = catalog.Release(entry={"id": "e" * 64}, payload=payload, status="active")
+    assert catalog.launch_of(release).image == f"127.0.0.1:5000/x/y@{digest}"

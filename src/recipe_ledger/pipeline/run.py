@@ -248,14 +248,15 @@ def experiment_record(ctx: RunContext, records: list[PointRecord], bars: list[Ba
         instruments.setdefault(r.instrument, r.instrument_version)
     calibration_ids = [e["id"] for e in cals.values()]
     return ExperimentRecord(
-        name=exp.name, spec=_repo_relative(Path(plan.spec_path), ctx.repo), spec_sha256=sha256_file(Path(plan.spec_path)),
+        name=exp.name, spec=repo_relative(Path(plan.spec_path), ctx.repo), spec_sha256=sha256_file(Path(plan.spec_path)),
         hypothesis=exp.hypothesis, box=plan.box.id, run_id=ctx.run_id, points=exp.points, repeats=exp.repeats,
         schedule=[f"{a}#{r}" for a, r in plan.schedule], instruments=instruments, arms=arms, bars=bars,
         calibration=calibration_ids[0] if calibration_ids else None, calibration_inline=inline,
         method=verdicts.METHOD, host=ctx.host, duration_s=round(time.monotonic() - ctx.started, 1))
 
 
-def _repo_relative(path: Path, repo: Path) -> str:
+def repo_relative(path: Path, repo: Path) -> str:
+    """``path`` relative to the repository when inside it (POSIX form), else as given."""
     try:
         return path.resolve().relative_to(repo.resolve()).as_posix()
     except ValueError:

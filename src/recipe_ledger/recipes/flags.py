@@ -38,6 +38,11 @@ def parse_flags(argv: list[str]) -> list[Flag]:
     return flags
 
 
+def flag_values(argv: list[str]) -> dict[str, str]:
+    """``{flag: its values joined by spaces}``, ``"(set)"`` for a bare switch; the last one wins."""
+    return {f.name: " ".join(f.values) or "(set)" for f in parse_flags(list(argv))}
+
+
 def last_value(argv: list[str], name: str) -> str | None:
     """The value the last occurrence of ``name`` gives (argparse semantics: the last one wins)."""
     found = None

@@ -17,6 +17,7 @@ from recipe_ledger.ledger.fold import fold_statuses
 from recipe_ledger.ledger.models import ReleasePayload, load_payload
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.pipeline.plan import ReleaseLaunch
+from recipe_ledger.releases import pins
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,6 @@ def summary(release: Release) -> dict[str, Any]:
 def launch_of(release: Release) -> ReleaseLaunch:
     """The pins `ledger run` needs to launch a release as an experiment arm."""
     payload = release.payload
-    image = payload.image.ref if payload.image and payload.image.pinned else None
+    image = pins.run_reference(payload.image) if payload.image and payload.image.pinned else None
     model_dir = payload.model.path if payload.model else None
     return ReleaseLaunch(list(payload.argv), dict(payload.env), image, model_dir)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from recipe_ledger.ledger import views
 from recipe_ledger.ledger.models import ReleasePayload
-from recipe_ledger.recipes.flags import parse_flags
+from recipe_ledger.recipes.flags import flag_values
 from recipe_ledger.releases.catalog import Release, pins_summary
 
 ABSENT = "-"
@@ -32,7 +32,7 @@ class Row:
 def flag_map(payload: ReleasePayload) -> dict[str, str]:
     """``{flag: value}`` from the argv (v2) or the "--flag value" strings (v1 imports)."""
     if payload.argv:
-        return {f.name: " ".join(f.values) or "(set)" for f in parse_flags(list(payload.argv))}
+        return flag_values(list(payload.argv))
     out = {}
     for text in payload.flags:
         name, _, value = text.partition(" ")

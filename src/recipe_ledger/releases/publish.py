@@ -9,7 +9,6 @@ refused, naming it: nothing half-true is published.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shlex
 import statistics
@@ -18,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from recipe_ledger.errors import InputError, StateError
+from recipe_ledger.instruments.base import sha256_file
 from recipe_ledger.launch import images
 from recipe_ledger.ledger import gitinfo
 from recipe_ledger.ledger.fold import fold_statuses
-from recipe_ledger.ledger.models import ArmRecord, ExperimentRecord, ReleaseNumber, ReleasePayload
+from recipe_ledger.ledger.models import ArmRecord, ExperimentRecord, ReleaseNumber
 from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.pipeline.run import repo_relative
 from recipe_ledger.recipes.flags import parse_flags
 from recipe_ledger.releases import catalog, pins
 from recipe_ledger.releases.spec import NumberSpec, ReleaseSpec, load_release_spec
@@ -94,8 +95,8 @@ def draft_release(ledger: Ledger, repo: Path, spec: ReleaseSpec, spec_path: Path
     _scripts_match_results(script_pins, sources, draft)
     draft.fields = {
         "lane": spec.lane, "lane_title": spec.lane_title, "version": spec.version, "changes": list(spec.changes),
-        "supersedes": _supersedes(ledger, spec), "spec": _relative(spec_path, repo),
-        "spec_sha256": "sha256:" + hashlib.sha256(Path(spec_path).read_bytes()).hexdigest(),
+        "supersedes": _supersedes(ledger, spec), "spec": repo_relative(Path(spec_path), repo),
+        "spec_sha256": sha256_file(Path(spec_path)),
         "argv": list(arm.argv) if arm else [], "env": dict(arm.env) if arm else {},
         "flags": flag_strings(arm.argv) if arm else [],
         "command": docker_command(arm, image) if arm else None,
@@ -105,7 +106,7 @@ def draft_release(ledger: Ledger, repo: Path, spec: ReleaseSpec, spec_path: Path
         "box": _box(sources, image is not None, draft),
         "numbers": [n.model_dump(mode="json", exclude_none=True) for n in numbers],
         "metrics": {n.name: n.value for n in numbers},
-        "origin": {"how": "measured", "source": _relative(spec_path, repo)},
+        "origin": {"how": "measured", "source": repo_relative(Path(spec_path), repo)},
     }
     draft.fields["verified"] = not draft.gaps
     draft.fields["unverified"] = list(dict.fromkeys(draft.gaps))
@@ -181,7 +182,7 @@ def _samples(repo: Path, source: Source, spec: NumberSpec, value: float, gaps: l
         draft.notes.append(f"raw measurements of run {source.record.run_id} are not on this machine: "
                            f"a reproduction of {spec.name} compares against its median alone")
         return []
-    if "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest() != recorded:
+    if sha256_file(path) != recorded:
         gaps.append(f"{path.relative_to(repo)} does not match the hash its result entry recorded")
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -300,13 +301,3 @@ def docker_command(arm: ArmRecord, image) -> str:
                        pins.run_reference(image), *arm.argv])
 
 
-def _relative(path: Path, repo: Path) -> str:
-    try:
-        return Path(path).resolve().relative_to(repo.resolve()).as_posix()
-    except ValueError:
-        return str(path)
-
-
-def as_payload(draft: Draft) -> ReleasePayload:
-    """The draft validated as a release payload (for `--dry-run` and tests)."""
-    return ReleasePayload.model_validate(draft.fields)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 from recipe_ledger import verdict as verdicts
 from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.experiment.spec import load_experiment
+from recipe_ledger.instruments.base import sha256_file
 from recipe_ledger.launch import images
 from recipe_ledger.ledger import gitinfo
 from recipe_ledger.ledger.models import ExperimentRecord, ReleaseNumber, ReleasePayload
@@ -37,7 +37,7 @@ from recipe_ledger.pipeline.plan import RunPlan, plan_run
 from recipe_ledger.pipeline.preflight import preflight
 from recipe_ledger.provenance import host_fingerprint
 from recipe_ledger.recipes.catalog import RecipeRoot
-from recipe_ledger.recipes.flags import parse_flags
+from recipe_ledger.recipes.flags import flag_values
 from recipe_ledger.redact import redact_env
 from recipe_ledger.releases import catalog, pins
 
@@ -121,7 +121,7 @@ def _target(ledger: Ledger, repo: Path, payload: ReleasePayload, result_id: str,
     spec_path = repo / record.spec
     if not spec_path.is_file():
         return None, [f"experiment spec {record.spec} (of result {result_id[:12]}) is missing"]
-    sha = "sha256:" + hashlib.sha256(spec_path.read_bytes()).hexdigest()
+    sha = sha256_file(spec_path)
     if sha != record.spec_sha256:
         return None, [(f"experiment spec {record.spec} changed since result {result_id[:12]} "
                        f"({sha[:19]}… now, {record.spec_sha256[:19]}… then)")]
@@ -148,8 +148,7 @@ def configuration_problems(plan: RunPlan, arm: str, payload: ReleasePayload) -> 
 
 def flag_differences(now: list[str], then: list[str]) -> list[tuple[str, str, str]]:
     """``(flag, value now, value published)`` for every flag that differs (absent: "(absent)")."""
-    a = {f.name: " ".join(f.values) or "(set)" for f in parse_flags(list(now))}
-    b = {f.name: " ".join(f.values) or "(set)" for f in parse_flags(list(then))}
+    a, b = flag_values(now), flag_values(then)
     return [(name, a.get(name, "(absent)"), b.get(name, "(absent)"))
             for name in sorted(set(a) | set(b)) if a.get(name) != b.get(name)]
 
