@@ -165,7 +165,10 @@ def test_the_committed_lane_holds_every_pin_here_or_names_the_image(image):
         assert image.split("@")[1] != release.payload.image.digest, problems
         with pytest.raises(StateError, match="image digest"):
             reproduce.plan_reproduction(ledger, REPO, "tiny-cpu@v2")
-    elif not problems:
+    elif problems:  # the image is here, but on another box: the box pin refuses it by name
+        with pytest.raises(StateError, match="box differs"):
+            reproduce.plan_reproduction(ledger, REPO, "tiny-cpu@v2")
+    else:
         plan = reproduce.plan_reproduction(ledger, REPO, "tiny-cpu@v2")
         assert [target.arms for target in plan.targets] == [["lane"]]
         assert plan.targets[0].plan.arms["lane"].image == pins.run_reference(release.payload.image)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from recipe_ledger.errors import StateError
+from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.experiment.spec import Overrides, load_experiment
 from recipe_ledger.pipeline import preflight
 from recipe_ledger.pipeline.plan import (
@@ -148,6 +148,9 @@ def test_an_imported_release_without_argv_is_refused_by_name(tmp_path):
 
     launch = catalog.launch_of(catalog.find(Ledger.open(REPO), "sixty-k-agent@v14"))
     assert launch.argv == [] and launch.image is None  # v14's image is a tag: unpinned
+    spec = _release_spec(tmp_path, "process", "sixty-k-agent@v14")
+    with pytest.raises(InputError, match="sixty-k-agent@v14 records no launch argv"):
+        plan_run(spec, load_experiment(spec), RecipeRoot(REPO / "recipes"), tmp_path, release_lookup=lambda r: launch)
 
 
 def test_a_release_published_from_a_tag_launches_its_digest_not_the_tag():

@@ -52,7 +52,7 @@ def plant_bad_input(root: Path) -> None:
     note = actions.note(ledger, f"{PLANT} a note in Ünïcödé, 模型", writer="box-plant")
     actions.retract(ledger, note["id"], reason=f"retracted {PLANT}", writer="box-plant")
     write_raw_entry(root, "box-huge", {"schema_version": 1, "kind": "note", "title": "huge",
-                                       "text": "x" * 300_000 + f" {TOKEN} <script>window.__huge=1</script>"})
+                                       "text": f"{TOKEN} <script>window.__huge=1</script> " + "x" * 300_000})
 
 
 def write_raw_entry(root: Path, writer: str, payload: dict) -> str:
