@@ -22,7 +22,7 @@ import csv
 import io
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -309,7 +309,3 @@ def _write_if_changed(path: Path, data: bytes) -> None:
     temp = path.with_name(f".{path.name}.tmp")
     temp.write_bytes(data)
     temp.replace(path)
-
-
-def table_names() -> Sequence[str]:
-    return TABLE_NAMES

@@ -284,9 +284,9 @@ def test_container_options_for_a_gpu_count_and_a_bridge_network() -> None:
     ],
 )
 def test_missing_image_hint_names_the_repository(image: str, repository: str) -> None:
-    from recipe_ledger.launch.containers import _repository_of
+    from recipe_ledger.launch.containers import repository_of
 
-    assert _repository_of(image) == repository
+    assert repository_of(image) == repository
 
 
 def test_cleanup_selects_one_run_or_everything_the_tool_manages() -> None:

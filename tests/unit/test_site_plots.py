@@ -37,6 +37,7 @@ def test_effects_with_their_intervals() -> None:
     svg = plots.effects_chart(bars)
     ET.fromstring(svg)
     assert "win -50.0%" in svg and "inconclusive" not in svg
+    assert svg.count('stroke="#2ca02c" stroke-width="3"') == 1  # the win's CI line
 
 
 def test_no_data_still_gives_a_chart() -> None:

@@ -204,7 +204,7 @@ def _require_image(client: DockerClient, spec: LaunchSpec) -> None:
     try:
         client.images.get(spec.image)
     except ImageNotFound as error:
-        repository = _repository_of(spec.image or "")
+        repository = repository_of(spec.image or "")
         raise BootFailure(
             "image_missing",
             f"image {spec.image} is not on this machine",
@@ -213,8 +213,9 @@ def _require_image(client: DockerClient, spec: LaunchSpec) -> None:
         ) from error
 
 
-def _repository_of(image: str) -> str:
-    """``registry:5000/org/name`` from ``registry:5000/org/name:tag@sha256:...`` (a port is not a tag)."""
+def repository_of(image: str) -> str:
+    """``registry:5000/org/name`` from ``registry:5000/org/name:tag``, ``...@sha256:...`` or both (a
+    port is not a tag)."""
     name = image.split("@", 1)[0]
     head, _, tail = name.rpartition(":")
     return head if head and "/" not in tail else name

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from recipe_ledger.errors import StateError
-from recipe_ledger.launch.containers import connect
+from recipe_ledger.launch.containers import connect, repository_of
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -42,13 +42,6 @@ class ImageInfo:
             if repo == repository:
                 return digest
         return None
-
-
-def repository_of(ref: str) -> str:
-    """``registry:5000/org/name`` from ``registry:5000/org/name:tag`` or ``...@sha256:...``."""
-    name = ref.split("@", 1)[0]
-    head, _, tail = name.rpartition(":")
-    return head if head and "/" not in tail else name
 
 
 def digest_of(ref: str) -> str | None:
