@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import shutil
-import socket
 import tarfile
 import time
 import uuid
@@ -16,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from helpers.net import free_port
 
 from recipe_ledger.launch import BootFailure, DockerLauncher, LaunchSpec, cleanup_containers, port_is_free
 from recipe_ledger.launch.containers import LABEL_MANAGED, LABEL_RUN, container_options
@@ -36,11 +36,6 @@ COPY www /www
 
 MEMLOCK = grantable_memlock()  # what this host can grant (runc refuses unlimited without CAP_SYS_RESOURCE)
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float = 15.0) -> bool:

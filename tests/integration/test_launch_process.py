@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from helpers.net import free_port
 
 from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.launch import (
@@ -33,11 +34,6 @@ pytestmark = pytest.mark.integration
 FAKE_SERVER = Path(__file__).parent / "helpers" / "fake_server.py"
 HOST = "127.0.0.1"
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:

@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import urllib.request
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers.net import free_port
 
 from recipe_ledger.cli import main
 from recipe_ledger.errors import StateError
@@ -59,11 +59,6 @@ def image() -> str:
     lines = dict(line.split("=", 1) for line in built.stdout.splitlines() if "=" in line)
     return lines["repo_digest"]
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def short_lane(image: str, port: int) -> dict:

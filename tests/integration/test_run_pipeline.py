@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers.net import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -34,11 +35,6 @@ PROBE = textwrap.dedent("""\
     print(json.dumps({"output_tps_total": speed * point * jitter}))
     """)
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def experiment_yaml(port: int, candidate_flags: list[str], name: str = "fast") -> str:

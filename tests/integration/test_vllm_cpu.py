@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.net import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -33,11 +34,6 @@ def serving_environment():
         pytest.fail(message)
     pytest.skip(message)
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture()
