@@ -42,8 +42,11 @@ def _ms(seconds: float) -> str:
 def bench_append(workdir: Path, count: int) -> None:
     ledger = Ledger.init(workdir)
     snapshot = gitinfo.snapshot(REPO)
-    payload = {"subject": "sixty-k-agent v14", "metrics": {"output_tps_total": 85.0, "ttft_ms_p50": 412.5},
-               "conditions": {"concurrency": 4, "arm": "candidate"}}
+    payload = {
+        "subject": "sixty-k-agent v14",
+        "metrics": {"output_tps_total": 85.0, "ttft_ms_p50": 412.5},
+        "conditions": {"concurrency": 4, "arm": "candidate"},
+    }
     timings = []
     for _ in range(count):
         start = time.perf_counter()
@@ -53,7 +56,9 @@ def bench_append(workdir: Path, count: int) -> None:
     p99 = timings[int(len(timings) * 0.99) - 1]
     print(f"append (fsync, {count} entries): median {_ms(statistics.median(timings))}, p99 {_ms(p99)}")
     git_times = sorted(_timed(lambda: gitinfo.snapshot(REPO)) for _ in range(20))
-    print(f"  + git snapshot per append (commit, dirty via `git status`): median {_ms(statistics.median(git_times))}")
+    print(
+        f"  + git snapshot per append (commit, dirty via `git status`): median {_ms(statistics.median(git_times))}"
+    )
 
 
 def _timed(func) -> float:
@@ -65,24 +70,46 @@ def _timed(func) -> float:
 def build_synthetic(root: Path, size: int, seed: int = 7) -> None:
     """A ledger of ``size`` entries written in bulk with the real line encoder (no fsync per line)."""
     rng = random.Random(seed)
-    write_chains(root, WRITERS, size, lambda n, ids: _synthetic_entry(rng, n, ids),
-                 lambda n: f"2026-09-16T00:00:00.{n:06d}Z")
+    write_chains(
+        root,
+        WRITERS,
+        size,
+        lambda n, ids: _synthetic_entry(rng, n, ids),
+        lambda n: f"2026-09-16T00:00:00.{n:06d}Z",
+    )
 
 
 def _synthetic_entry(rng: random.Random, n: int, ids: list[str]):
     if ids and rng.random() < 0.02:
         target = rng.choice(ids)
-        return ("retraction", {"schema_version": 1, "target": target, "reason": "not reproducible",
-                               "evidence": []}, [{"rel": "retracts", "id": target}])
+        return (
+            "retraction",
+            {"schema_version": 1, "target": target, "reason": "not reproducible", "evidence": []},
+            [{"rel": "retracts", "id": target}],
+        )
     if ids and rng.random() < 0.1:
         other = rng.choice(ids)
-        return ("note", {"schema_version": 1, "text": f"closed door {n}", "numbers": {"x": rng.random()}},
-                [{"rel": "see", "id": other}])
-    metrics = {"output_tps_total": rng.uniform(50, 3000), "ttft_ms_p50": rng.uniform(50, 900),
-               "tpot_ms_p50": rng.uniform(5, 40)}
-    return ("result", {"schema_version": 1, "subject": f"lane-{n % 17}", "metrics": metrics,
-                       "conditions": {"concurrency": 2 ** (n % 7), "repeat": n % 3}, "scripts": ["scripts/knee.sh"]},
-            [])
+        return (
+            "note",
+            {"schema_version": 1, "text": f"closed door {n}", "numbers": {"x": rng.random()}},
+            [{"rel": "see", "id": other}],
+        )
+    metrics = {
+        "output_tps_total": rng.uniform(50, 3000),
+        "ttft_ms_p50": rng.uniform(50, 900),
+        "tpot_ms_p50": rng.uniform(5, 40),
+    }
+    return (
+        "result",
+        {
+            "schema_version": 1,
+            "subject": f"lane-{n % 17}",
+            "metrics": metrics,
+            "conditions": {"concurrency": 2 ** (n % 7), "repeat": n % 3},
+            "scripts": ["scripts/knee.sh"],
+        },
+        [],
+    )
 
 
 def bench_size(workdir: Path, size: int) -> None:
@@ -93,8 +120,15 @@ def bench_size(workdir: Path, size: int) -> None:
     elapsed = _timed(lambda: _verify_ok(root))
     print(f"{size:>7} entries ({megabytes:.1f} MB): verify {size / elapsed:,.0f} entries/s ({elapsed:.2f} s)")
     in_process = _timed(lambda: query(Ledger.open(root), status="retracted"))
-    command = [str(Path(sys.executable).with_name("ledger")), "log", "--status", "retracted", "--json",
-               "--root", str(root)]
+    command = [
+        str(Path(sys.executable).with_name("ledger")),
+        "log",
+        "--status",
+        "retracted",
+        "--json",
+        "--root",
+        str(root),
+    ]
     whole = _timed(lambda: subprocess.run(command, stdout=subprocess.DEVNULL, check=True))
     print(f"{'':>7} log --status retracted: query {in_process:.2f} s in process, {whole:.2f} s as a command")
 

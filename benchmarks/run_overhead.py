@@ -42,8 +42,10 @@ def scratch_repo(tmp: Path) -> Path:
     (root / ".venv-serve").symlink_to(REPO / ".venv-serve")
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(root), "-c", "user.email=b@b", "-c", "user.name=b", "commit", "-qm", "x"],
-                   check=True)
+    subprocess.run(
+        ["git", "-C", str(root), "-c", "user.email=b@b", "-c", "user.name=b", "commit", "-qm", "x"],
+        check=True,
+    )
     return root
 
 
@@ -58,14 +60,24 @@ def by_hand_script(plan, out_dir: Path) -> str:
         lines.append(f"until curl -sf http://{server.host}:{server.port}/health >/dev/null; do sleep 1; done")
         for point in plan.experiment.points:
             for instrument in plan.experiment.instruments:
-                ctx = MeasureContext(arm=arm_name, point=point, repeat=repeat, seed=plan.seed(point, repeat),
-                                     out_dir=out_dir, base_url=f"http://{server.host}:{server.port}",
-                                     model_name=arm.served_model, tokenizer=arm.model_dir)
-                argv = vllm_bench.build_argv(plan.engine_bin, instrument.options, ctx,
-                                             out_dir / f"{arm_name}-{repeat}-{point}.json")
+                ctx = MeasureContext(
+                    arm=arm_name,
+                    point=point,
+                    repeat=repeat,
+                    seed=plan.seed(point, repeat),
+                    out_dir=out_dir,
+                    base_url=f"http://{server.host}:{server.port}",
+                    model_name=arm.served_model,
+                    tokenizer=arm.model_dir,
+                )
+                argv = vllm_bench.build_argv(
+                    plan.engine_bin, instrument.options, ctx, out_dir / f"{arm_name}-{repeat}-{point}.json"
+                )
                 lines.append(f"VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 {shlex.join(argv)} > /dev/null 2>&1")
         lines.append("kill $pid; wait $pid || true")
-        lines.append(f"while curl -sf http://{server.host}:{server.port}/health >/dev/null; do sleep 0.2; done")
+        lines.append(
+            f"while curl -sf http://{server.host}:{server.port}/health >/dev/null; do sleep 0.2; done"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -76,7 +88,9 @@ def timed(argv: list[str], cwd: Path) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--experiment", default="experiments/examples/tiny-batching.yaml")
     args = parser.parse_args()
     ledger = [str(REPO / ".venv" / "bin" / "ledger")]
@@ -84,7 +98,9 @@ def main() -> None:
         root = scratch_repo(Path(tmp))
         spec = root / args.experiment
         print("calibrating first (not timed)...", flush=True)
-        subprocess.run([*ledger, "calibrate", str(spec), "--root", str(root)], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [*ledger, "calibrate", str(spec), "--root", str(root)], check=True, stdout=subprocess.DEVNULL
+        )
         tool_s = timed([*ledger, "run", str(spec), "--root", str(root), "--no-mlflow"], root)
         plan = plan_run(spec, load_experiment(spec), RecipeRoot(root / "recipes"), root)
         out_dir = Path(tmp) / "by-hand"

@@ -102,11 +102,21 @@ def write_recipes(root: Path, count: int, rng: random.Random) -> None:
         (shutil.copytree if source.is_dir() else shutil.copyfile)(source, target)
     for n in range(count):
         hardware = rng.sample(HARDWARE, rng.randint(2, 4))
-        extra = '  fp8:\n    precision: fp8\n    vram_minimum_gb: 80\n' if n % 2 else ""
-        memory = MEMORY.format(params=rng.randint(50, 600), experts=rng.randint(80, 900)) if n % 10 == 0 else ""
-        text = RECIPE.format(n=n, org=n % 37, default_hw=hardware[0], k=rng.randint(1, 5), vram=rng.randint(20, 900),
-                             tp=rng.choice((1, 2, 4, 8)), extra_variant=extra, memory=memory,
-                             hardware="".join(f"    {hw}: {rng.choice(('verified', 'unverified'))}\n" for hw in hardware))
+        extra = "  fp8:\n    precision: fp8\n    vram_minimum_gb: 80\n" if n % 2 else ""
+        memory = (
+            MEMORY.format(params=rng.randint(50, 600), experts=rng.randint(80, 900)) if n % 10 == 0 else ""
+        )
+        text = RECIPE.format(
+            n=n,
+            org=n % 37,
+            default_hw=hardware[0],
+            k=rng.randint(1, 5),
+            vram=rng.randint(20, 900),
+            tp=rng.choice((1, 2, 4, 8)),
+            extra_variant=extra,
+            memory=memory,
+            hardware="".join(f"    {hw}: {rng.choice(('verified', 'unverified'))}\n" for hw in hardware),
+        )
         folder = root / "recipes" / "models" / f"bench-org-{n % 37}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"synthetic-{n}.yaml").write_text(text)
@@ -114,8 +124,13 @@ def write_recipes(root: Path, count: int, rng: random.Random) -> None:
 
 def write_ledger(root: Path, count: int, recipes: int, rng: random.Random) -> None:
     retracted: set[str] = set()
-    write_chains(root, WRITERS, count, lambda n, ids: synthetic_entry(rng, n, ids, retracted, recipes),
-                 lambda n: f"2026-{1 + n // 40000:02d}-01T00:00:00.{n:06d}Z")
+    write_chains(
+        root,
+        WRITERS,
+        count,
+        lambda n, ids: synthetic_entry(rng, n, ids, retracted, recipes),
+        lambda n: f"2026-{1 + n // 40000:02d}-01T00:00:00.{n:06d}Z",
+    )
 
 
 def synthetic_entry(rng: random.Random, n: int, ids: list[str], retracted: set[str], recipes: int):
@@ -125,18 +140,47 @@ def synthetic_entry(rng: random.Random, n: int, ids: list[str], retracted: set[s
         target = rng.choice(ids)
         if target not in retracted:
             retracted.add(target)
-            return ("retraction", {"schema_version": 1, "target": target, "reason": f"not reproducible ({n})",
-                                   "evidence": []}, [{"rel": "retracts", "id": target}])
+            return (
+                "retraction",
+                {"schema_version": 1, "target": target, "reason": f"not reproducible ({n})", "evidence": []},
+                [{"rel": "retracts", "id": target}],
+            )
     if roll < 0.07:
-        return ("failure", {"schema_version": 1, "subject": subject, "cause_class": "oom",
-                            "cause": f"out of memory at step {n}", "fix": "offload more experts"}, [])
+        return (
+            "failure",
+            {
+                "schema_version": 1,
+                "subject": subject,
+                "cause_class": "oom",
+                "cause": f"out of memory at step {n}",
+                "fix": "offload more experts",
+            },
+            [],
+        )
     if roll < 0.17:
-        return ("note", {"schema_version": 1, "title": f"closed door {n}", "text": "Ünïcödé note " * 5,
-                         "numbers": {"x": rng.random()}}, [{"rel": "see", "id": rng.choice(ids)}] if ids else [])
+        return (
+            "note",
+            {
+                "schema_version": 1,
+                "title": f"closed door {n}",
+                "text": "Ünïcödé note " * 5,
+                "numbers": {"x": rng.random()},
+            },
+            [{"rel": "see", "id": rng.choice(ids)}] if ids else [],
+        )
     if n % 1000 == 999:
-        return ("release", {"schema_version": 1, "lane": f"lane-{n % 7}", "version": f"v{n // 1000}",
-                            "flags": [f"--max-num-seqs {rng.randint(1, 64)}"], "metrics": {"tps": rng.uniform(50, 90)},
-                            "changes": ["synthetic change"]}, [])
+        return (
+            "release",
+            {
+                "schema_version": 1,
+                "lane": f"lane-{n % 7}",
+                "version": f"v{n // 1000}",
+                "flags": [f"--max-num-seqs {rng.randint(1, 64)}"],
+                "metrics": {"tps": rng.uniform(50, 90)},
+                "changes": ["synthetic change"],
+            },
+            [],
+        )
     payload = {"schema_version": 2, "subject": subject, "metrics": sweep_metrics(rng), "text": f"result {n}"}
     if n % 500 == 0:
         payload["experiment"] = experiment_record(rng, n)
@@ -148,27 +192,57 @@ def sweep_metrics(rng: random.Random) -> dict[str, float]:
     for arm in ("control", "candidate"):
         best = rng.uniform(100, 3000)
         for c in (1, 2, 4, 8, 16, 32):
-            metrics[f"{arm}.c{c}.output_tps_total"] = round(best * (1 - 0.9 ** c), 3)
+            metrics[f"{arm}.c{c}.output_tps_total"] = round(best * (1 - 0.9**c), 3)
     return metrics
 
 
 def experiment_record(rng: random.Random, n: int) -> dict:
     effect = rng.uniform(-0.3, 0.3)
-    bar = {"candidate": "candidate", "metric": "output_tps_total", "point": 16, "direction": "higher",
-           "min_effect": 0.05, "outcome": "win" if effect > 0.05 else "no-change", "effect": effect,
-           "ci_low": effect - 0.02, "ci_high": effect + 0.02, "mde": 0.02, "control": 1000.0, "value": 1000 * (1 + effect)}
-    arm = {"source": "synthetic", "fingerprint": "sha256:" + "a" * 64, "argv": ["vllm", "serve", "m"], "env": {}}
-    return {"name": f"experiment-{n}", "spec": "experiments/x.yaml", "spec_sha256": "sha256:" + "b" * 64,
-            "box": rng.choice(BOXES), "run_id": f"run-{n}", "points": [1, 2, 4, 8, 16, 32], "repeats": 3,
-            "arms": {"control": arm, "candidate": arm}, "bars": [bar], "method": "rl-verdict/1"}
+    bar = {
+        "candidate": "candidate",
+        "metric": "output_tps_total",
+        "point": 16,
+        "direction": "higher",
+        "min_effect": 0.05,
+        "outcome": "win" if effect > 0.05 else "no-change",
+        "effect": effect,
+        "ci_low": effect - 0.02,
+        "ci_high": effect + 0.02,
+        "mde": 0.02,
+        "control": 1000.0,
+        "value": 1000 * (1 + effect),
+    }
+    arm = {
+        "source": "synthetic",
+        "fingerprint": "sha256:" + "a" * 64,
+        "argv": ["vllm", "serve", "m"],
+        "env": {},
+    }
+    return {
+        "name": f"experiment-{n}",
+        "spec": "experiments/x.yaml",
+        "spec_sha256": "sha256:" + "b" * 64,
+        "box": rng.choice(BOXES),
+        "run_id": f"run-{n}",
+        "points": [1, 2, 4, 8, 16, 32],
+        "repeats": 3,
+        "arms": {"control": arm, "candidate": arm},
+        "bars": [bar],
+        "method": "rl-verdict/1",
+    }
 
 
 class Bar:
     """A rich progress bar fed by build_site's (stage, done, total) callback."""
 
     def __init__(self, enabled: bool):
-        self.progress = Progress(TextColumn("{task.description:>8}"), BarColumn(), TaskProgressColumn(),
-                                 TimeElapsedColumn(), disable=not enabled)
+        self.progress = Progress(
+            TextColumn("{task.description:>8}"),
+            BarColumn(),
+            TaskProgressColumn(),
+            TimeElapsedColumn(),
+            disable=not enabled,
+        )
         self.tasks: dict[str, int] = {}
 
     def __call__(self, stage: str, done: int, total: int) -> None:
@@ -181,9 +255,11 @@ def timed_build(label: str, project: Path, out: Path, progress: bool) -> None:
     bar = Bar(progress)
     with bar.progress:
         report = build_site(project, out, progress=bar)
-    print(f"{label}: {report.seconds:.1f} s for {report.recipes:,} recipes and {report.entries:,} entries -> "
-          f"{report.pages:,} pages, {report.files:,} files, {report.bytes / 1e6:.1f} MB"
-          + (f" ({len(report.broken_recipes)} recipes do not load)" if report.broken_recipes else ""))
+    print(
+        f"{label}: {report.seconds:.1f} s for {report.recipes:,} recipes and {report.entries:,} entries -> "
+        f"{report.pages:,} pages, {report.files:,} files, {report.bytes / 1e6:.1f} MB"
+        + (f" ({len(report.broken_recipes)} recipes do not load)" if report.broken_recipes else "")
+    )
 
 
 def main() -> None:

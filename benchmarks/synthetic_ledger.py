@@ -17,8 +17,9 @@ from recipe_ledger.ledger.store import Ledger
 MakeEntry = Callable[[int, list[str]], tuple[str, dict[str, Any], list[dict[str, str]]]]
 
 
-def write_chains(root: Path, writers: tuple[str, ...], count: int, make_entry: MakeEntry,
-                 timestamp: Callable[[int], str]) -> None:
+def write_chains(
+    root: Path, writers: tuple[str, ...], count: int, make_entry: MakeEntry, timestamp: Callable[[int], str]
+) -> None:
     """``count`` entries, round-robin over ``writers``' chains, each linked to its writer's head."""
     Ledger.init(root)
     heads: dict[str, tuple[int, str | None]] = {w: (-1, None) for w in writers}
@@ -29,9 +30,17 @@ def write_chains(root: Path, writers: tuple[str, ...], count: int, make_entry: M
             writer = writers[n % len(writers)]
             kind, payload, refs = make_entry(n, ids)
             seq, prev = heads[writer]
-            body = {"v": 1, "seq": seq + 1, "prev": prev, "writer": writer, "kind": kind, "refs": refs,
-                    "ts": timestamp(n), "payload": payload,
-                    "git": {"commit": "f" * 40, "dirty": False, "scripts": {"scripts/knee.sh": "e" * 40}}}
+            body = {
+                "v": 1,
+                "seq": seq + 1,
+                "prev": prev,
+                "writer": writer,
+                "kind": kind,
+                "refs": refs,
+                "ts": timestamp(n),
+                "payload": payload,
+                "git": {"commit": "f" * 40, "dirty": False, "scripts": {"scripts/knee.sh": "e" * 40}},
+            }
             entry_id, line = chain.encode_line(body)
             files[writer].write(line)
             heads[writer] = (seq + 1, entry_id)

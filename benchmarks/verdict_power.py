@@ -33,8 +33,10 @@ def table_row(n: int, trials: int, seed: int, sigma: float) -> str:
     power = "  ".join(f"{rates[k]['win']:>6.1%}" for k in EFFECT_SIGMAS[1:])
     mde_sigmas = mde(sigma, n, extra_df=DEFAULT_CALIBRATION_REPEATS - 1) / sigma
     marker = "*" if n == DEFAULT_REPEATS else " "
-    return (f"{n:>2}{marker}  {mde_sigmas:>7.2f}  {false_positive:>6.1%}  {power}  "
-            f"{rates[3.0]['gate_failed']:>6.1%}")
+    return (
+        f"{n:>2}{marker}  {mde_sigmas:>7.2f}  {false_positive:>6.1%}  {power}  "
+        f"{rates[3.0]['gate_failed']:>6.1%}"
+    )
 
 
 def main() -> None:
@@ -43,8 +45,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--sigma", type=float, default=0.005, help="relative noise of one repeat")
     args = parser.parse_args()
-    print(f"{METHOD}: {args.trials} trials per cell, sigma {args.sigma:.2%}, "
-          f"calibration {DEFAULT_CALIBRATION_REPEATS} A/A runs, bar 1 sigma, alpha 0.05, agreement 2%")
+    print(
+        f"{METHOD}: {args.trials} trials per cell, sigma {args.sigma:.2%}, "
+        f"calibration {DEFAULT_CALIBRATION_REPEATS} A/A runs, bar 1 sigma, alpha 0.05, agreement 2%"
+    )
     print(" n   MDE(sd)  FP@0sd   win@1sd win@2sd win@3sd win@4sd  gate@3sd")
     started = time.perf_counter()
     for n in REPEATS:

@@ -46,13 +46,22 @@ def ram_gib() -> str:
 
 def gpu_summary() -> dict[str, str]:
     """GPU names, count, driver and CUDA version from nvidia-smi; empty on a machine without it."""
-    query = _run(["nvidia-smi", "--query-gpu=name,driver_version,pcie.link.gen.max,pcie.link.width.max",
-                  "--format=csv,noheader"])
+    query = _run(
+        [
+            "nvidia-smi",
+            "--query-gpu=name,driver_version,pcie.link.gen.max,pcie.link.width.max",
+            "--format=csv,noheader",
+        ]
+    )
     if not query:
         return {}
     rows = [[c.strip() for c in line.split(",")] for line in query.splitlines() if line.strip()]
     names = sorted({row[0] for row in rows})
-    info = {"gpu": " + ".join(names), "gpu_count": str(len(rows)), "driver": rows[0][1] if len(rows[0]) > 1 else "?"}
+    info = {
+        "gpu": " + ".join(names),
+        "gpu_count": str(len(rows)),
+        "driver": rows[0][1] if len(rows[0]) > 1 else "?",
+    }
     if len(rows[0]) > 3:
         info["pcie_link"] = f"gen{rows[0][2]} x{rows[0][3]}"
     header = _run(["nvidia-smi"]) or ""

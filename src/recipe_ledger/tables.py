@@ -65,8 +65,11 @@ def load_verified(root: Path) -> LedgerView:
     report = verify(ledger)
     if not report.ok:
         shown = "; ".join(str(f) for f in report.findings[:3])
-        raise StateError(f"the ledger does not verify, so nothing is published from it: {shown}",
-                         where=str(ledger.dir), hint="ledger verify")
+        raise StateError(
+            f"the ledger does not verify, so nothing is published from it: {shown}",
+            where=str(ledger.dir),
+            hint="ledger verify",
+        )
     return view_of(ledger.entries())
 
 
@@ -140,8 +143,18 @@ def result_rows(view: LedgerView, text: Callable[[Any], str] = _text) -> list[tu
     for entry in published(view, "result"):
         payload = entry.get("payload", {})
         for metric, value in sorted(payload.get("metrics", {}).items()):
-            rows.append((text(payload.get("subject")), metric, value, text(payload.get("verdict")),
-                         view.statuses[entry["id"]], entry.get("writer", ""), entry.get("ts", ""), entry["id"]))
+            rows.append(
+                (
+                    text(payload.get("subject")),
+                    metric,
+                    value,
+                    text(payload.get("verdict")),
+                    view.statuses[entry["id"]],
+                    entry.get("writer", ""),
+                    entry.get("ts", ""),
+                    entry["id"],
+                )
+            )
     return sorted(rows, key=lambda r: (r[0], r[1], r[6], r[7]))
 
 
@@ -150,11 +163,28 @@ def verdict_rows(view: LedgerView) -> list[tuple[Any, ...]]:
     for entry in published(view, "result"):
         experiment = entry.get("payload", {}).get("experiment") or {}
         for bar in experiment.get("bars", []):
-            rows.append((experiment.get("name", ""), experiment.get("run_id", ""), experiment.get("box", ""),
-                         bar.get("candidate"), bar.get("metric"), str(bar.get("point")), bar.get("direction"),
-                         bar.get("outcome"), bar.get("effect"), bar.get("ci_low"), bar.get("ci_high"),
-                         bar.get("mde"), bar.get("min_effect"), bar.get("control"), bar.get("value"),
-                         experiment.get("method", ""), view.statuses[entry["id"]], entry["id"]))
+            rows.append(
+                (
+                    experiment.get("name", ""),
+                    experiment.get("run_id", ""),
+                    experiment.get("box", ""),
+                    bar.get("candidate"),
+                    bar.get("metric"),
+                    str(bar.get("point")),
+                    bar.get("direction"),
+                    bar.get("outcome"),
+                    bar.get("effect"),
+                    bar.get("ci_low"),
+                    bar.get("ci_high"),
+                    bar.get("mde"),
+                    bar.get("min_effect"),
+                    bar.get("control"),
+                    bar.get("value"),
+                    experiment.get("method", ""),
+                    view.statuses[entry["id"]],
+                    entry["id"],
+                )
+            )
     return sorted(rows, key=lambda r: (r[0], r[1], r[3] or "", r[4] or "", r[5]))
 
 
@@ -164,10 +194,23 @@ def release_rows(view: LedgerView) -> list[tuple[Any, ...]]:
         p = entry.get("payload", {})
         image, model = p.get("image") or {}, p.get("model") or {}
         metrics = "; ".join(f"{k}={fmt_number(v)}" for k, v in sorted(p.get("metrics", {}).items()))
-        rows.append((p.get("lane", ""), p.get("version", ""), view.statuses[entry["id"]], image.get("ref", ""),
-                     image.get("digest") or "", bool(image.get("pinned", False)), model.get("name") or "",
-                     model.get("revision") or "", len(p.get("flags", [])), metrics, p.get("supersedes") or "",
-                     entry.get("ts", ""), entry["id"]))
+        rows.append(
+            (
+                p.get("lane", ""),
+                p.get("version", ""),
+                view.statuses[entry["id"]],
+                image.get("ref", ""),
+                image.get("digest") or "",
+                bool(image.get("pinned", False)),
+                model.get("name") or "",
+                model.get("revision") or "",
+                len(p.get("flags", [])),
+                metrics,
+                p.get("supersedes") or "",
+                entry.get("ts", ""),
+                entry["id"],
+            )
+        )
     return sorted(rows, key=lambda r: (r[0], r[11], r[12]))
 
 
@@ -175,9 +218,18 @@ def failure_rows(view: LedgerView, text: Callable[[Any], str] = _text) -> list[t
     rows = []
     for entry in published(view, "failure"):
         p = entry.get("payload", {})
-        rows.append((text(p.get("subject")), p.get("cause_class", ""), text(p.get("cause")),
-                     p.get("minutes_lost"), text(p.get("fix")), view.statuses[entry["id"]],
-                     entry.get("ts", ""), entry["id"]))
+        rows.append(
+            (
+                text(p.get("subject")),
+                p.get("cause_class", ""),
+                text(p.get("cause")),
+                p.get("minutes_lost"),
+                text(p.get("fix")),
+                view.statuses[entry["id"]],
+                entry.get("ts", ""),
+                entry["id"],
+            )
+        )
     return sorted(rows, key=lambda r: (r[0], r[6], r[7]))
 
 
@@ -187,12 +239,35 @@ def calibration_rows(view: LedgerView, text: Callable[[Any], str] = _text) -> li
         p = entry.get("payload", {})
         points = p.get("points") or {}
         if not points:
-            rows.append((text(p.get("instrument")), text(p.get("metric")), "", len(p.get("repeats", [])),
-                         None, p.get("sigma"), None, p.get("spread"), text(p.get("unit")), entry["id"]))
+            rows.append(
+                (
+                    text(p.get("instrument")),
+                    text(p.get("metric")),
+                    "",
+                    len(p.get("repeats", [])),
+                    None,
+                    p.get("sigma"),
+                    None,
+                    p.get("spread"),
+                    text(p.get("unit")),
+                    entry["id"],
+                )
+            )
         for point, noise in sorted(points.items()):
-            rows.append((text(p.get("instrument")), text(p.get("metric")), point, noise.get("n"),
-                         noise.get("mean"), noise.get("sigma"), noise.get("cv"), noise.get("max_spread"),
-                         text(p.get("unit")), entry["id"]))
+            rows.append(
+                (
+                    text(p.get("instrument")),
+                    text(p.get("metric")),
+                    point,
+                    noise.get("n"),
+                    noise.get("mean"),
+                    noise.get("sigma"),
+                    noise.get("cv"),
+                    noise.get("max_spread"),
+                    text(p.get("unit")),
+                    entry["id"],
+                )
+            )
     return sorted(rows, key=lambda r: (r[0], r[1], str(r[2]), r[9]))
 
 
@@ -200,21 +275,69 @@ def build_tables(view: LedgerView) -> list[Table]:
     """Every published table, in ``TABLE_NAMES`` order."""
     text = text_cleaner()
     return [
-        Table("results", "Results: one row per metric of a non-retracted result",
-              ("subject", "metric", "value", "verdict", "status", "writer", "ts", "entry"), result_rows(view, text)),
-        Table("verdicts", "Verdicts: one row per bar decided by `ledger run`",
-              ("experiment", "run_id", "box", "candidate", "metric", "point", "direction", "outcome", "effect",
-               "ci_low", "ci_high", "mde", "min_effect", "control", "value", "method", "status", "entry"),
-              verdict_rows(view)),
-        Table("releases", "Releases: one row per published release (superseded ones stay, marked)",
-              ("lane", "version", "status", "image", "digest", "pinned", "model", "revision", "flags", "metrics",
-               "supersedes", "ts", "entry"), release_rows(view)),
-        Table("failures", "Failures: what did not boot, ran out of memory, hung or crashed",
-              ("subject", "cause_class", "cause", "minutes_lost", "fix", "status", "ts", "entry"),
-              failure_rows(view, text)),
-        Table("calibrations", "Calibrations: an instrument's measured noise, per sweep point",
-              ("instrument", "metric", "point", "n", "mean", "sigma", "cv", "max_spread", "unit", "entry"),
-              calibration_rows(view, text)),
+        Table(
+            "results",
+            "Results: one row per metric of a non-retracted result",
+            ("subject", "metric", "value", "verdict", "status", "writer", "ts", "entry"),
+            result_rows(view, text),
+        ),
+        Table(
+            "verdicts",
+            "Verdicts: one row per bar decided by `ledger run`",
+            (
+                "experiment",
+                "run_id",
+                "box",
+                "candidate",
+                "metric",
+                "point",
+                "direction",
+                "outcome",
+                "effect",
+                "ci_low",
+                "ci_high",
+                "mde",
+                "min_effect",
+                "control",
+                "value",
+                "method",
+                "status",
+                "entry",
+            ),
+            verdict_rows(view),
+        ),
+        Table(
+            "releases",
+            "Releases: one row per published release (superseded ones stay, marked)",
+            (
+                "lane",
+                "version",
+                "status",
+                "image",
+                "digest",
+                "pinned",
+                "model",
+                "revision",
+                "flags",
+                "metrics",
+                "supersedes",
+                "ts",
+                "entry",
+            ),
+            release_rows(view),
+        ),
+        Table(
+            "failures",
+            "Failures: what did not boot, ran out of memory, hung or crashed",
+            ("subject", "cause_class", "cause", "minutes_lost", "fix", "status", "ts", "entry"),
+            failure_rows(view, text),
+        ),
+        Table(
+            "calibrations",
+            "Calibrations: an instrument's measured noise, per sweep point",
+            ("instrument", "metric", "point", "n", "mean", "sigma", "cv", "max_spread", "unit", "entry"),
+            calibration_rows(view, text),
+        ),
     ]
 
 
@@ -252,7 +375,7 @@ def to_json(table: Table, view: LedgerView, out: str = "tables") -> str:
         "title": table.title,
         "provenance": provenance(view, out),
         "columns": list(table.columns),
-        "rows": [dict(zip(table.columns, (json_value(c) for c in row))) for row in table.rows],
+        "rows": [dict(zip(table.columns, (json_value(c) for c in row), strict=False)) for row in table.rows],
     }
     return json.dumps(data, indent=1, ensure_ascii=False, sort_keys=False) + "\n"
 

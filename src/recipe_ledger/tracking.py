@@ -150,7 +150,10 @@ def numbers(values: Mapping[str, Any], *prefix: object) -> dict[str, float]:
 def run_folder(entry: Mapping[str, Any]) -> str | None:
     """The ``runs/`` folder name of an entry written by ``ledger run`` / ``ledger calibrate``."""
     payload = entry["payload"]
-    candidates = [(payload.get("experiment") or {}).get("run_id"), (payload.get("conditions") or {}).get("run_id")]
+    candidates = [
+        (payload.get("experiment") or {}).get("run_id"),
+        (payload.get("conditions") or {}).get("run_id"),
+    ]
     if (payload.get("origin") or {}).get("how") == "measured":
         candidates.append(payload["origin"].get("source"))
     for name in candidates:
@@ -164,15 +167,25 @@ def common_tags(entry: Mapping[str, Any]) -> dict[str, str]:
     """Tags every indexed entry carries: its identity in the ledger, the git state, the box."""
     payload, git = entry["payload"], entry.get("git") or {}
     tags = {
-        ENTRY_TAG: entry["id"], ROLE_TAG: "entry", "ledger.kind": entry["kind"], "ledger.writer": entry["writer"],
-        "ledger.seq": str(entry["seq"]), "ledger.ts": entry["ts"], "ledger.origin": (payload.get("origin") or {}).get("how", ""),
+        ENTRY_TAG: entry["id"],
+        ROLE_TAG: "entry",
+        "ledger.kind": entry["kind"],
+        "ledger.writer": entry["writer"],
+        "ledger.seq": str(entry["seq"]),
+        "ledger.ts": entry["ts"],
+        "ledger.origin": (payload.get("origin") or {}).get("how", ""),
         "mlflow.user": entry["writer"],  # the UI's "User" column: the box whose chain holds the entry
     }
     if payload.get("subject"):
         tags["ledger.subject"] = payload["subject"]
     if git.get("commit"):
-        tags.update({"git.commit": git["commit"], "git.dirty": str(bool(git.get("dirty"))).lower(),
-                     "mlflow.source.git.commit": git["commit"]})
+        tags.update(
+            {
+                "git.commit": git["commit"],
+                "git.dirty": str(bool(git.get("dirty"))).lower(),
+                "mlflow.source.git.commit": git["commit"],
+            }
+        )
     box = (payload.get("conditions") or {}).get("box") or (payload.get("experiment") or {}).get("box")
     if box:
         tags["box"] = str(box)
@@ -196,10 +209,14 @@ def status_tags(status: str, note: str, headline: str) -> dict[str, str]:
 def experiment_params(record: Mapping[str, Any]) -> dict[str, str]:
     """The experiment as launched: spec, sweep, schedule, every arm's pins, instrument versions."""
     params = {
-        "experiment.name": record["name"], "experiment.spec": record["spec"],
-        "experiment.spec_sha256": record["spec_sha256"], "experiment.points": _text(record.get("points", []), MAX_PARAM),
-        "experiment.repeats": str(record.get("repeats", "")), "experiment.schedule": ", ".join(record.get("schedule", [])),
-        "experiment.method": record.get("method", ""), "experiment.calibration": record.get("calibration") or "-",
+        "experiment.name": record["name"],
+        "experiment.spec": record["spec"],
+        "experiment.spec_sha256": record["spec_sha256"],
+        "experiment.points": _text(record.get("points", []), MAX_PARAM),
+        "experiment.repeats": str(record.get("repeats", "")),
+        "experiment.schedule": ", ".join(record.get("schedule", [])),
+        "experiment.method": record.get("method", ""),
+        "experiment.calibration": record.get("calibration") or "-",
         "experiment.calibration_inline": str(record.get("calibration_inline", False)).lower(),
     }
     for arm_name, arm in record.get("arms", {}).items():
@@ -214,8 +231,10 @@ def experiment_params(record: Mapping[str, Any]) -> dict[str, str]:
 
 def arm_params(name: str, arm: Mapping[str, Any]) -> dict[str, str]:
     return {
-        key("arm", name, "fingerprint"): arm["fingerprint"], key("arm", name, "source"): arm.get("source", ""),
-        key("arm", name, "image"): arm.get("image") or "-", key("arm", name, "model_sha256"): arm.get("model_sha256") or "-",
+        key("arm", name, "fingerprint"): arm["fingerprint"],
+        key("arm", name, "source"): arm.get("source", ""),
+        key("arm", name, "image"): arm.get("image") or "-",
+        key("arm", name, "model_sha256"): arm.get("model_sha256") or "-",
         key("arm", name, "argv"): _text(shlex.join(arm.get("argv", [])), MAX_PARAM),
         key("arm", name, "env"): _text(arm.get("env", {}), MAX_PARAM),
     }
@@ -256,7 +275,9 @@ def result_spec(entry: Mapping[str, Any], runs_dir: Path) -> RunSpec:
         metrics.update(numbers({"duration_s": record.get("duration_s")}))
     params.update(script_params(entry))
     name = _result_name(payload)
-    return _with_files(_entry_spec(entry, name, tags, params, metrics, record), entry, runs_dir, "measurements.jsonl")
+    return _with_files(
+        _entry_spec(entry, name, tags, params, metrics, record), entry, runs_dir, "measurements.jsonl"
+    )
 
 
 def _result_name(payload: Mapping[str, Any]) -> str:
@@ -268,12 +289,25 @@ def _result_name(payload: Mapping[str, Any]) -> str:
     return run_id if run_id.startswith(name) else f"{name} {run_id}"
 
 
-def _entry_spec(entry: Mapping[str, Any], name: str, tags: dict[str, str], params: dict[str, str],
-                metrics: dict[str, float], record: Mapping[str, Any] | None = None) -> RunSpec:
+def _entry_spec(
+    entry: Mapping[str, Any],
+    name: str,
+    tags: dict[str, str],
+    params: dict[str, str],
+    metrics: dict[str, float],
+    record: Mapping[str, Any] | None = None,
+) -> RunSpec:
     end = ts_ms(entry["ts"])  # entries are written when the work ends
     duration = _number((record or {}).get("duration_s")) or 0.0
-    return RunSpec(name=name, tags=tags, status_tags={}, params=params, metrics=metrics,
-                   start_ms=end - int(duration * 1000), end_ms=end)
+    return RunSpec(
+        name=name,
+        tags=tags,
+        status_tags={},
+        params=params,
+        metrics=metrics,
+        start_ms=end - int(duration * 1000),
+        end_ms=end,
+    )
 
 
 # -- calibration and failure entries
@@ -281,10 +315,16 @@ def _entry_spec(entry: Mapping[str, Any], name: str, tags: dict[str, str], param
 
 def calibration_spec(entry: Mapping[str, Any], runs_dir: Path) -> RunSpec:
     payload = entry["payload"]
-    tags = {**common_tags(entry), "ledger.instrument": payload["instrument"], "ledger.metric": payload["metric"]}
+    tags = {
+        **common_tags(entry),
+        "ledger.instrument": payload["instrument"],
+        "ledger.metric": payload["metric"],
+    }
     params = {
-        "calibration.instrument": payload["instrument"], "calibration.metric": payload["metric"],
-        "calibration.unit": payload.get("unit") or "-", "calibration.method": payload.get("method") or "-",
+        "calibration.instrument": payload["instrument"],
+        "calibration.metric": payload["metric"],
+        "calibration.unit": payload.get("unit") or "-",
+        "calibration.method": payload.get("method") or "-",
         "calibration.fingerprint": payload.get("fingerprint") or "-",
         "calibration.repeats": _text(payload.get("repeats", []), MAX_PARAM),
         **{key("condition", k): str(v) for k, v in (payload.get("conditions") or {}).items()},
@@ -302,7 +342,11 @@ def calibration_spec(entry: Mapping[str, Any], runs_dir: Path) -> RunSpec:
 def failure_spec(entry: Mapping[str, Any], runs_dir: Path) -> RunSpec:
     payload = entry["payload"]
     conditions = payload.get("conditions") or {}
-    tags = {**common_tags(entry), "ledger.cause_class": payload["cause_class"], "ledger.cause": _text(payload["cause"], 500)}
+    tags = {
+        **common_tags(entry),
+        "ledger.cause_class": payload["cause_class"],
+        "ledger.cause": _text(payload["cause"], 500),
+    }
     if conditions.get("stage"):
         tags["ledger.stage"] = str(conditions["stage"])
     params = {key("condition", k): str(v) for k, v in conditions.items()}
@@ -310,12 +354,18 @@ def failure_spec(entry: Mapping[str, Any], runs_dir: Path) -> RunSpec:
     metrics = numbers({"minutes_lost": payload.get("minutes_lost")})
     folder = run_folder(entry)
     name = f"failed ({payload['cause_class']}): {payload['subject']}" + (f" {folder}" if folder else "")
-    spec = replace(_entry_spec(entry, name, tags, params, metrics), texts={"failure.txt": failure_text(payload)})
+    spec = replace(
+        _entry_spec(entry, name, tags, params, metrics), texts={"failure.txt": failure_text(payload)}
+    )
     return _with_files(spec, entry, runs_dir, None)
 
 
 def failure_text(payload: Mapping[str, Any]) -> str:
-    parts = [f"subject: {payload['subject']}", f"cause class: {payload['cause_class']}", f"cause: {payload['cause']}"]
+    parts = [
+        f"subject: {payload['subject']}",
+        f"cause class: {payload['cause_class']}",
+        f"cause: {payload['cause']}",
+    ]
     if payload.get("fix"):
         parts.append(f"fix: {payload['fix']}")
     if payload.get("log_tail"):
@@ -326,8 +376,14 @@ def failure_text(payload: Mapping[str, Any]) -> str:
 # -- run folders: files and children
 
 
-def _with_files(spec: RunSpec, entry: Mapping[str, Any], runs_dir: Path, records_file: str | None, *,
-                instrument: str | None = None) -> RunSpec:
+def _with_files(
+    spec: RunSpec,
+    entry: Mapping[str, Any],
+    runs_dir: Path,
+    records_file: str | None,
+    *,
+    instrument: str | None = None,
+) -> RunSpec:
     """Attach the run folder (its files and, from ``records_file``, the children) when it is here."""
     folder = run_folder(entry)
     run_dir = runs_dir / folder if folder else None
@@ -337,8 +393,13 @@ def _with_files(spec: RunSpec, entry: Mapping[str, Any], runs_dir: Path, records
     children: list[RunSpec] = []
     if records_file and (run_dir / records_file).is_file():
         fingerprints = {**plan_fingerprints(run_dir), **_param_fingerprints(spec.params)}
-        children = measurement_specs(read_records(run_dir / records_file), spec, fingerprints,
-                                     instrument=instrument, phase="calibration" if calibration else "measurement")
+        children = measurement_specs(
+            read_records(run_dir / records_file),
+            spec,
+            fingerprints,
+            instrument=instrument,
+            phase="calibration" if calibration else "measurement",
+        )
     files = _files_for(run_dir, calibration_only=calibration)
     return replace(spec, run_dir=run_dir, files=tuple(files), children=tuple(children))
 
@@ -348,14 +409,18 @@ def _files_for(run_dir: Path, *, calibration_only: bool) -> list[str]:
     files = sorted(p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_file())
     if not calibration_only:
         return files
-    return [f for f in files if f in ("plan.json", "calibration.jsonl") or f.startswith(("server-aa-", "raw/aa-"))]
+    return [
+        f for f in files if f in ("plan.json", "calibration.jsonl") or f.startswith(("server-aa-", "raw/aa-"))
+    ]
 
 
 def plan_fingerprints(run_dir: Path) -> dict[str, str]:
     """Arm name -> fingerprint from plan.json (a calibration entry does not list the arms itself)."""
     try:
         arms = json.loads((run_dir / "plan.json").read_text()).get("arms", {})
-        return {name: arm["fingerprint"] for name, arm in arms.items() if isinstance(arm.get("fingerprint"), str)}
+        return {
+            name: arm["fingerprint"] for name, arm in arms.items() if isinstance(arm.get("fingerprint"), str)
+        }
     except (OSError, ValueError, AttributeError, TypeError):
         return {}
 
@@ -376,33 +441,73 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def measurement_specs(records: Sequence[Mapping[str, Any]], parent: RunSpec, fingerprints: Mapping[str, str], *,
-                      instrument: str | None, phase: str) -> list[RunSpec]:
+def measurement_specs(
+    records: Sequence[Mapping[str, Any]],
+    parent: RunSpec,
+    fingerprints: Mapping[str, str],
+    *,
+    instrument: str | None,
+    phase: str,
+) -> list[RunSpec]:
     """One child per (arm, repeat, point, instrument): the numbers of one launch at one point."""
     several = len({r.get("instrument") for r in records}) > 1
-    return [measurement_spec(r, parent, fingerprints, phase, several) for r in records
-            if instrument is None or r.get("instrument") == instrument]
+    return [
+        measurement_spec(r, parent, fingerprints, phase, several)
+        for r in records
+        if instrument is None or r.get("instrument") == instrument
+    ]
 
 
-def measurement_spec(record: Mapping[str, Any], parent: RunSpec, fingerprints: Mapping[str, str], phase: str,
-                     name_instrument: bool) -> RunSpec:
+def measurement_spec(
+    record: Mapping[str, Any],
+    parent: RunSpec,
+    fingerprints: Mapping[str, str],
+    phase: str,
+    name_instrument: bool,
+) -> RunSpec:
     arm = str(record.get("arm", "?"))
     prefix = "A/A " if phase == "calibration" else ""
     name = f"{prefix}{arm}#{record.get('repeat')} c{record.get('point')}"
     if name_instrument:
         name += f" {record.get('instrument')}"
-    params = {k: str(record.get(k, "")) for k in ("arm", "repeat", "point", "seed", "instrument",
-                                                  "instrument_version", "raw_file", "raw_sha256")}
+    params = {
+        k: str(record.get(k, ""))
+        for k in (
+            "arm",
+            "repeat",
+            "point",
+            "seed",
+            "instrument",
+            "instrument_version",
+            "raw_file",
+            "raw_sha256",
+        )
+    }
     params["phase"] = phase
     params["arm_fingerprint"] = fingerprints.get(arm, "-")
-    metrics = {**numbers(record.get("metrics") or {}), **numbers(record.get("server") or {}, "server"),
-               **numbers({"wall_s": record.get("wall_s")})}
-    tags = {ROLE_TAG: "measurement", "ledger.parent_entry": parent.tags[ENTRY_TAG],
-            "ledger.kind": parent.tags["ledger.kind"], "ledger.arm": arm, "ledger.phase": phase}
+    metrics = {
+        **numbers(record.get("metrics") or {}),
+        **numbers(record.get("server") or {}, "server"),
+        **numbers({"wall_s": record.get("wall_s")}),
+    }
+    tags = {
+        ROLE_TAG: "measurement",
+        "ledger.parent_entry": parent.tags[ENTRY_TAG],
+        "ledger.kind": parent.tags["ledger.kind"],
+        "ledger.arm": arm,
+        "ledger.phase": phase,
+    }
     if "box" in parent.tags:
         tags["box"] = parent.tags["box"]
-    return RunSpec(name=name, tags=tags, status_tags={}, params=params, metrics=metrics,
-                   start_ms=parent.start_ms, end_ms=parent.end_ms)
+    return RunSpec(
+        name=name,
+        tags=tags,
+        status_tags={},
+        params=params,
+        metrics=metrics,
+        start_ms=parent.start_ms,
+        end_ms=parent.end_ms,
+    )
 
 
 # -- from an entry to its run
@@ -412,8 +517,11 @@ def entry_spec(entry: Mapping[str, Any], runs_dir: Path, status: str = "active",
     """The redacted RunSpec of one indexed entry (result, calibration or failure)."""
     build = {"result": result_spec, "calibration": calibration_spec, "failure": failure_spec}[entry["kind"]]
     spec = build(entry, runs_dir)
-    spec = replace(spec, status_tags=status_tags(status, note, _headline(entry)),
-                   children=tuple(replace(c, status_tags={STATUS_TAG: status}) for c in spec.children))
+    spec = replace(
+        spec,
+        status_tags=status_tags(status, note, _headline(entry)),
+        children=tuple(replace(c, status_tags={STATUS_TAG: status}) for c in spec.children),
+    )
     return redact_spec(spec)
 
 
@@ -511,20 +619,25 @@ class SyncReport:
 
     def __str__(self) -> str:
         repaired = f", {self.repaired} unfinished runs rebuilt" if self.repaired else ""
-        return (f"{self.created} created, {self.updated} updated, {self.skipped} unchanged{repaired} "
-                f"({len(self.runs)} entries in experiment {self.experiment!r} at {safe_uri(self.tracking_uri)})")
+        return (
+            f"{self.created} created, {self.updated} updated, {self.skipped} unchanged{repaired} "
+            f"({len(self.runs)} entries in experiment {self.experiment!r} at {safe_uri(self.tracking_uri)})"
+        )
 
 
 def safe_uri(uri: str) -> str:
     """A tracking URI fit to print: no user:password@ part, nothing token-shaped."""
     parts = urllib.parse.urlsplit(uri)
     if parts.password or parts.username:  # (urlunsplit would also turn sqlite://// into sqlite://)
-        uri = urllib.parse.urlunsplit(parts._replace(netloc=(parts.hostname or "") + (f":{parts.port}" if parts.port else "")))
+        uri = urllib.parse.urlunsplit(
+            parts._replace(netloc=(parts.hostname or "") + (f":{parts.port}" if parts.port else ""))
+        )
     return redact_text(uri)
 
 
-def sync_entries(client: TrackingClient, entries: Sequence[Mapping[str, Any]], runs_dir: Path,
-                 report: SyncReport) -> SyncReport:
+def sync_entries(
+    client: TrackingClient, entries: Sequence[Mapping[str, Any]], runs_dir: Path, report: SyncReport
+) -> SyncReport:
     """Index every result, calibration and failure entry once; refresh the status tags of the rest."""
     statuses = fold_statuses(entries)
     notes = status_notes(entries, statuses)
@@ -546,8 +659,13 @@ def sync_entries(client: TrackingClient, entries: Sequence[Mapping[str, Any]], r
     return report
 
 
-def _update(client: TrackingClient, existing: IndexedRun, entry: Mapping[str, Any], runs_dir: Path,
-            status: tuple[str, str]) -> bool:
+def _update(
+    client: TrackingClient,
+    existing: IndexedRun,
+    entry: Mapping[str, Any],
+    runs_dir: Path,
+    status: tuple[str, str],
+) -> bool:
     """Refresh an indexed entry's status tags, and attach its run folder if it has arrived since.
 
     The full RunSpec (the folder's records read, every string redacted) is built only when the
@@ -581,8 +699,11 @@ def _keep_one(client: TrackingClient, runs: list[IndexedRun], report: SyncReport
 
 def create_tree(client: TrackingClient, spec: RunSpec) -> str:
     """The parent run, its children and files; marked FINISHED only when all of it is logged."""
-    run_id = client.create_run(replace(spec, tags={**spec.tags, **spec.status_tags,
-                                                   FILES_TAG: "pending" if spec.run_dir else "absent"}))
+    run_id = client.create_run(
+        replace(
+            spec, tags={**spec.tags, **spec.status_tags, FILES_TAG: "pending" if spec.run_dir else "absent"}
+        )
+    )
     for name, text in spec.texts.items():
         upload_text(client, run_id, name, text)
     if spec.run_dir:
@@ -594,7 +715,9 @@ def create_tree(client: TrackingClient, spec: RunSpec) -> str:
 def attach_files(client: TrackingClient, run_id: str, spec: RunSpec) -> None:
     """Children from the run folder's records, and its files (redacted copies) as artifacts."""
     for child in spec.children:
-        child_id = client.create_run(replace(child, tags={**child.tags, **child.status_tags}), parent_run_id=run_id)
+        child_id = client.create_run(
+            replace(child, tags={**child.tags, **child.status_tags}), parent_run_id=run_id
+        )
         client.finish(child_id, child.end_ms)
     assert spec.run_dir is not None
     with tempfile.TemporaryDirectory(prefix="ledger-mlflow-") as staging:
@@ -669,8 +792,10 @@ def require_mlflow():
         import mlflow
         import mlflow.exceptions
     except ImportError:
-        raise TrackingUnavailable("MLflow is not installed in this environment; the ledger is the record and "
-                                  "nothing was lost", hint=INSTALL_HINT) from None
+        raise TrackingUnavailable(
+            "MLflow is not installed in this environment; the ledger is the record and nothing was lost",
+            hint=INSTALL_HINT,
+        ) from None
     # Creating a fresh SQLite store logs its schema migration at INFO in the middle of `ledger run`'s output.
     for name in ("mlflow.store.db.utils", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
@@ -692,38 +817,54 @@ class MlflowTrackingClient:
             return cls(client, experiment.experiment_id)
         root = artifact_root(tracking_uri)
         experiment_id = client.create_experiment(
-            experiment_name, artifact_location=str(root / key(experiment_name)) if root else None,
+            experiment_name,
+            artifact_location=str(root / key(experiment_name)) if root else None,
             # "custom_model_development" makes the 3.x UI open on the runs table, not on traces.
-            tags={"mlflow.experimentKind": "custom_model_development",
-                  "mlflow.note.content": "Indexed from the Recipe Ledger by `ledger mlflow sync`. "
-                                         "The ledger (ledger/*.jsonl) is the record; this is its index."})
+            tags={
+                "mlflow.experimentKind": "custom_model_development",
+                "mlflow.note.content": "Indexed from the Recipe Ledger by `ledger mlflow sync`. "
+                "The ledger (ledger/*.jsonl) is the record; this is its index.",
+            },
+        )
         return cls(client, experiment_id)
 
     def _search(self, filter_string: str) -> Iterator[Any]:
         token = None
         while True:
-            page = self.client.search_runs([self.experiment_id], filter_string=filter_string, max_results=1000,
-                                           page_token=token)
+            page = self.client.search_runs(
+                [self.experiment_id], filter_string=filter_string, max_results=1000, page_token=token
+            )
             yield from page
             token = page.token
             if not token:
                 return
 
     def indexed_runs(self) -> list[IndexedRun]:
-        return [IndexedRun(run.info.run_id, run.data.tags[ENTRY_TAG], run.info.status == "FINISHED",
-                           run.info.start_time or 0, dict(run.data.tags))
-                for run in self._search(f"tags.`{ROLE_TAG}` = 'entry'") if ENTRY_TAG in run.data.tags]
+        return [
+            IndexedRun(
+                run.info.run_id,
+                run.data.tags[ENTRY_TAG],
+                run.info.status == "FINISHED",
+                run.info.start_time or 0,
+                dict(run.data.tags),
+            )
+            for run in self._search(f"tags.`{ROLE_TAG}` = 'entry'")
+            if ENTRY_TAG in run.data.tags
+        ]
 
     def create_run(self, spec: RunSpec, parent_run_id: str | None = None) -> str:
         from mlflow.entities import Metric, Param
 
         tags = {**spec.tags, **({PARENT_TAG: parent_run_id} if parent_run_id else {})}
-        run = self.client.create_run(self.experiment_id, start_time=spec.start_ms, tags=tags, run_name=spec.name)
+        run = self.client.create_run(
+            self.experiment_id, start_time=spec.start_ms, tags=tags, run_name=spec.name
+        )
         params = [Param(k, v) for k, v in spec.params.items()]
         metrics = [Metric(k, v, spec.end_ms, 0) for k, v in spec.metrics.items()]
         # Params and metrics share calls (one round trip per child run over HTTP, not two).
-        for param_chunk, metric_chunk in zip_longest(_chunks(params, BATCH), _chunks(metrics, 1000 - BATCH),
-                                                     fillvalue=[]):
+        for param_chunk, metric_chunk in zip_longest(
+            _chunks(params, BATCH), _chunks(metrics, 1000 - BATCH), fillvalue=[]
+        ):
             self.client.log_batch(run.info.run_id, params=param_chunk, metrics=metric_chunk)
         return run.info.run_id
 
@@ -749,7 +890,7 @@ class MlflowTrackingClient:
 
 def _chunks(items: list, size: int) -> Iterator[list]:
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
 def default_tracking_uri(repo: Path) -> str:
@@ -785,13 +926,16 @@ def check_reachable(tracking_uri: str, timeout_s: float = 5.0) -> None:
         return  # it answered (an auth proxy, a server without /health): reachable
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
-        raise TrackingUnavailable(f"the tracking server at {safe_uri(tracking_uri)} does not answer ({reason}); "
-                                  "the ledger is the record and nothing was lost",
-                                  hint="ledger mlflow sync, once it is up") from None
+        raise TrackingUnavailable(
+            f"the tracking server at {safe_uri(tracking_uri)} does not answer ({reason}); "
+            "the ledger is the record and nothing was lost",
+            hint="ledger mlflow sync, once it is up",
+        ) from None
 
 
-def sync_ledger(repo: Path, tracking_uri: str | None = None, *,
-                experiment_name: str = DEFAULT_EXPERIMENT) -> SyncReport:
+def sync_ledger(
+    repo: Path, tracking_uri: str | None = None, *, experiment_name: str = DEFAULT_EXPERIMENT
+) -> SyncReport:
     """Index the ledger under ``repo`` (and its ``runs/`` folder) into an MLflow store, idempotently."""
     repo = Path(repo)
     entries = Ledger.open(repo).entries()
@@ -804,8 +948,11 @@ def sync_ledger(repo: Path, tracking_uri: str | None = None, *,
         return sync_entries(client, entries, repo / RUNS_DIR, report)
     except mlflow.exceptions.MlflowException as error:
         done = f"{report.created} created, {report.updated} updated before it"
-        raise TrackingError(f"MLflow refused the sync ({redact_text(str(error))[:300]}); {done}",
-                            where=safe_uri(uri), hint=_hint_for(str(error), uri)) from None
+        raise TrackingError(
+            f"MLflow refused the sync ({redact_text(str(error))[:300]}); {done}",
+            where=safe_uri(uri),
+            hint=_hint_for(str(error), uri),
+        ) from None
 
 
 def _hint_for(message: str, uri: str) -> str:
@@ -813,7 +960,9 @@ def _hint_for(message: str, uri: str) -> str:
         # MLflow 3 servers accept only localhost and private IPs in the Host header unless told otherwise.
         parts = urllib.parse.urlsplit(uri)
         host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
-        return f"start the server with --allowed-hosts {host} (the Host header this box sends), then sync again"
+        return (
+            f"start the server with --allowed-hosts {host} (the Host header this box sends), then sync again"
+        )
     return "ledger mlflow sync (it resumes where it stopped)"
 
 
@@ -829,8 +978,10 @@ class ExportReport:
 
     def __str__(self) -> str:
         outside = f"; {self.outside} runs keep artifacts stored elsewhere" if self.outside else ""
-        return (f"exported {self.runs} runs and {self.artifact_files} artifact files to {self.dest}{outside}. "
-                f"Browse: cd {shlex.quote(str(self.dest))} && mlflow ui --backend-store-uri sqlite:///{DB_FILE}")
+        return (
+            f"exported {self.runs} runs and {self.artifact_files} artifact files to {self.dest}{outside}. "
+            f"Browse: cd {shlex.quote(str(self.dest))} && mlflow ui --backend-store-uri sqlite:///{DB_FILE}"
+        )
 
 
 def export_local_store(repo: Path, dest: Path, tracking_uri: str | None = None) -> ExportReport:
@@ -843,8 +994,11 @@ def export_local_store(repo: Path, dest: Path, tracking_uri: str | None = None) 
     uri = tracking_uri or default_tracking_uri(repo)
     db = sqlite_path(uri)
     if db is None:
-        raise InputError(f"export copies a local SQLite store; {safe_uri(uri)} is not one", where="--tracking-uri",
-                         hint="a tracking server keeps its own backups; `ledger mlflow sync --tracking-uri URI` fills one")
+        raise InputError(
+            f"export copies a local SQLite store; {safe_uri(uri)} is not one",
+            where="--tracking-uri",
+            hint="a tracking server keeps its own backups; `ledger mlflow sync --tracking-uri URI` fills one",
+        )
     if not db.is_file():
         raise StateError("no MLflow store here yet", where=str(db), hint="ledger mlflow sync")
     dest = Path(dest).resolve()
@@ -879,15 +1033,20 @@ def _relocate_artifacts(db: Path, root: Path) -> tuple[int, int]:
     """Point experiments and runs under ``root`` at ``mlartifacts/...`` (relative: the folder moves)."""
     prefixes = (f"file://{root}", str(root))
     with sqlite3.connect(db) as conn:
-        for table, column, id_column in (("experiments", "artifact_location", "experiment_id"),
-                                         ("runs", "artifact_uri", "run_uuid")):
+        for table, column, id_column in (
+            ("experiments", "artifact_location", "experiment_id"),
+            ("runs", "artifact_uri", "run_uuid"),
+        ):
             for row_id, location in conn.execute(f"SELECT {id_column}, {column} FROM {table}").fetchall():
                 relocated = _relative_location(location, prefixes)
                 if relocated is not None:
-                    conn.execute(f"UPDATE {table} SET {column} = ? WHERE {id_column} = ?", (relocated, row_id))
+                    conn.execute(
+                        f"UPDATE {table} SET {column} = ? WHERE {id_column} = ?", (relocated, row_id)
+                    )
         runs = conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-        outside = conn.execute("SELECT COUNT(*) FROM runs WHERE artifact_uri NOT LIKE ?",
-                               (ARTIFACTS_DIR + "/%",)).fetchone()[0]
+        outside = conn.execute(
+            "SELECT COUNT(*) FROM runs WHERE artifact_uri NOT LIKE ?", (ARTIFACTS_DIR + "/%",)
+        ).fetchone()[0]
     conn.close()
     return runs, outside
 
@@ -895,7 +1054,7 @@ def _relocate_artifacts(db: Path, root: Path) -> tuple[int, int]:
 def _relative_location(location: str | None, prefixes: Sequence[str]) -> str | None:
     for prefix in prefixes:
         if location and (location == prefix or location.startswith(prefix + "/")):
-            return ARTIFACTS_DIR + location[len(prefix):]
+            return ARTIFACTS_DIR + location[len(prefix) :]
     return None
 
 

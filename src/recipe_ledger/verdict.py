@@ -244,15 +244,21 @@ def _bisect_upper_tail(tail: float, df: float) -> float:
 # ------------------------------------------------------------------------------ power arithmetic
 
 
-def _mde_log(sigma_rel: float, n_control: int, n_candidate: int, df: int, alpha: float, power: float) -> float:
+def _mde_log(
+    sigma_rel: float, n_control: int, n_candidate: int, df: int, alpha: float, power: float
+) -> float:
     """MDE on the log scale: the effect whose t statistic clears the two-sided test with `power`."""
     standard_error = sigma_rel * math.sqrt(1.0 / n_control + 1.0 / n_candidate)
     return (t_quantile(1.0 - alpha / 2.0, df) + t_quantile(power, df)) * standard_error
 
 
 def mde(
-    sigma_rel: float, n_per_arm: int, alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER,
-    *, extra_df: int = 0,
+    sigma_rel: float,
+    n_per_arm: int,
+    alpha: float = DEFAULT_ALPHA,
+    power: float = DEFAULT_POWER,
+    *,
+    extra_df: int = 0,
 ) -> float:
     """Minimum detectable effect (relative) with n repeats per arm and relative noise sigma_rel.
 
@@ -260,18 +266,27 @@ def mde(
     """
     df = 2 * n_per_arm - 2 + extra_df
     if n_per_arm < 1 or df < 1:
-        raise InputError(f"an MDE needs at least 1 degree of freedom (n_per_arm={n_per_arm}, extra_df={extra_df})",
-                         hint="use at least 2 repeats per arm or a calibration")
+        raise InputError(
+            f"an MDE needs at least 1 degree of freedom (n_per_arm={n_per_arm}, extra_df={extra_df})",
+            hint="use at least 2 repeats per arm or a calibration",
+        )
     return math.expm1(_mde_log(sigma_rel, n_per_arm, n_per_arm, df, alpha, power))
 
 
 def repeats_needed(
-    effect: float, sigma_rel: float, alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER,
-    *, extra_df: int = 0, cap: int = MAX_REPEATS_SUGGESTED,
+    effect: float,
+    sigma_rel: float,
+    alpha: float = DEFAULT_ALPHA,
+    power: float = DEFAULT_POWER,
+    *,
+    extra_df: int = 0,
+    cap: int = MAX_REPEATS_SUGGESTED,
 ) -> int:
     """Fewest repeats per arm (at least 2) whose MDE is no larger than |effect|; ``cap + 1`` if none."""
     if effect == 0:
-        raise InputError("repeats_needed: a zero effect can never be detected", hint="pass the bar's min_effect")
+        raise InputError(
+            "repeats_needed: a zero effect can never be detected", hint="pass the bar's min_effect"
+        )
     target = abs(effect)
     if mde(sigma_rel, cap, alpha, power, extra_df=extra_df) > target:
         return cap + 1
@@ -306,22 +321,32 @@ def relative_spread(samples: Sequence[float]) -> float:
 def _calibration_point(samples: Sequence[float], where: str) -> CalibrationPoint:
     values = _checked_samples(samples, where)
     if len(values) < 2:
-        raise InputError(f"{where}: a calibration needs at least 2 A/A samples, got 1",
-                         hint=f"calibrate with {DEFAULT_CALIBRATION_REPEATS} repeats of the control")
+        raise InputError(
+            f"{where}: a calibration needs at least 2 A/A samples, got 1",
+            hint=f"calibrate with {DEFAULT_CALIBRATION_REPEATS} repeats of the control",
+        )
     mean, sigma = statistics.fmean(values), statistics.stdev(values)
     return CalibrationPoint(
-        n=len(values), mean=mean, sigma=sigma, cv=sigma / mean,
+        n=len(values),
+        mean=mean,
+        sigma=sigma,
+        cv=sigma / mean,
         sigma_log=statistics.stdev(math.log(value) for value in values),
-        max_spread=relative_spread(values), samples=values,
+        max_spread=relative_spread(values),
+        samples=values,
     )
 
 
-def calibrate(samples_by_point: Mapping[int | str, Sequence[float]], *, metric: str | None = None) -> Calibration:
+def calibrate(
+    samples_by_point: Mapping[int | str, Sequence[float]], *, metric: str | None = None
+) -> Calibration:
     """Noise per point from A/A samples of the control (each sample a fresh launch)."""
     if not samples_by_point:
         raise InputError("calibrate: no points", hint="pass {point: [A/A samples]}")
-    points = {str(point): _calibration_point(values, f"calibration point {point}")
-              for point, values in samples_by_point.items()}
+    points = {
+        str(point): _calibration_point(values, f"calibration point {point}")
+        for point, values in samples_by_point.items()
+    }
     return Calibration(metric=metric, points=points)
 
 
@@ -354,7 +379,9 @@ def _sum_of_squares(values: Sequence[float]) -> float:
     return sum((value - center) ** 2 for value in values)
 
 
-def _noise(control_logs: list[float], candidate_logs: list[float], calibrated: CalibrationPoint | None) -> Noise | None:
+def _noise(
+    control_logs: list[float], candidate_logs: list[float], calibrated: CalibrationPoint | None
+) -> Noise | None:
     observed_df = len(control_logs) + len(candidate_logs) - 2
     observed = None
     if observed_df > 0:
@@ -367,8 +394,11 @@ def _noise(control_logs: list[float], candidate_logs: list[float], calibrated: C
     sigma = calibrated_sigma if use_calibration else observed
     assert sigma is not None  # one of the two exists, checked above
     return Noise(
-        sigma_rel=sigma, observed_sigma_rel=observed, calibrated_sigma_rel=calibrated_sigma,
-        source="calibration" if use_calibration else "observed", df=observed_df + calibration_df,
+        sigma_rel=sigma,
+        observed_sigma_rel=observed,
+        calibrated_sigma_rel=calibrated_sigma,
+        source="calibration" if use_calibration else "observed",
+        df=observed_df + calibration_df,
     )
 
 
@@ -388,20 +418,25 @@ def _agreement(control: list[float], candidate: list[float], threshold: float) -
     spreads: dict[Arm, float] = {"control": relative_spread(control), "candidate": relative_spread(candidate)}
     worst_arm = max(spreads, key=lambda arm: spreads[arm])
     worst = spreads[worst_arm]
-    return Agreement(checked=True, passed=worst <= threshold, worst_spread=worst, worst_arm=worst_arm,
-                     threshold=threshold)
+    return Agreement(
+        checked=True, passed=worst <= threshold, worst_spread=worst, worst_arm=worst_arm, threshold=threshold
+    )
 
 
 def _calibrated_point(calibration: Calibration | None, bar: Bar) -> CalibrationPoint | None:
     if calibration is None:
         return None
     if calibration.metric is not None and calibration.metric != bar.metric:
-        raise InputError(f"calibration is for {calibration.metric!r}, the bar is on {bar.metric!r}",
-                         hint="calibrate the bar's metric")
+        raise InputError(
+            f"calibration is for {calibration.metric!r}, the bar is on {bar.metric!r}",
+            hint="calibrate the bar's metric",
+        )
     point = calibration.for_point(bar.point)
     if point is None:
-        raise InputError(f"calibration has no point {bar.point!r} (it has {sorted(calibration.points)})",
-                         hint="calibrate the bar's point, or pass no calibration")
+        raise InputError(
+            f"calibration has no point {bar.point!r} (it has {sorted(calibration.points)})",
+            hint="calibrate the bar's point, or pass no calibration",
+        )
     return point
 
 
@@ -458,8 +493,10 @@ def _gate_text(agreement: Agreement, calibrated: CalibrationPoint | None) -> str
     if not agreement.checked:
         return "one repeat in an arm: replicate agreement cannot be checked; rerun with at least 2 repeats per arm"
     worst = agreement.worst_spread or 0.0
-    text = (f"replicates disagree ({worst * 100:.1f}% > {agreement.threshold * 100:g}%, "
-            f"{agreement.worst_arm} arm): no win or regression on this data")
+    text = (
+        f"replicates disagree ({worst * 100:.1f}% > {agreement.threshold * 100:g}%, "
+        f"{agreement.worst_arm} arm): no win or regression on this data"
+    )
     if calibrated is not None and calibrated.max_spread > agreement.threshold:
         text += f"; the A/A calibration itself spreads {calibrated.max_spread * 100:.1f}%: use a tighter instrument"
     return text
@@ -472,8 +509,13 @@ class _Call:
     repeats: int | None = None
 
 
-def _classify(estimate: _Estimate, agreement: Agreement, bar: Bar, calibrated: CalibrationPoint | None,
-              suggest: int | None) -> _Call:
+def _classify(
+    estimate: _Estimate,
+    agreement: Agreement,
+    bar: Bar,
+    calibrated: CalibrationPoint | None,
+    suggest: int | None,
+) -> _Call:
     low, high = estimate.ci
     if -bar.min_effect < low and high < bar.min_effect:
         return _Call("no-change", f"{_interval_text(estimate)} lies inside the +-{_bar_text(bar)} bar")
@@ -481,19 +523,34 @@ def _classify(estimate: _Estimate, agreement: Agreement, bar: Bar, calibrated: C
         return _Call("inconclusive", _gate_text(agreement, calibrated))
     side = _side(estimate)
     if side is None:
-        return _Call("inconclusive", f"{_interval_text(estimate)} spans the bar (neither clear of zero nor inside "
-                     f"+-{_bar_text(bar)}; MDE {estimate.mde * 100:.1f}%): {_rerun_text(suggest)}", suggest)
+        return _Call(
+            "inconclusive",
+            f"{_interval_text(estimate)} spans the bar (neither clear of zero nor inside "
+            f"+-{_bar_text(bar)}; MDE {estimate.mde * 100:.1f}%): {_rerun_text(suggest)}",
+            suggest,
+        )
     outcome = _outcome_for_side(side, bar)
     if abs(estimate.effect) < bar.min_effect:
-        return _Call("inconclusive", f"{_interval_text(estimate)} clears zero but not the {_bar_text(bar)} bar, and "
-                     f"the CI reaches past it: {_rerun_text(suggest)}", suggest)
+        return _Call(
+            "inconclusive",
+            f"{_interval_text(estimate)} clears zero but not the {_bar_text(bar)} bar, and "
+            f"the CI reaches past it: {_rerun_text(suggest)}",
+            suggest,
+        )
     if abs(estimate.log_ratio) <= estimate.mde_log:
-        return _Call("inconclusive", f"{_interval_text(estimate)} looks like a {outcome} but is inside the noise "
-                     f"(MDE {estimate.mde * 100:.1f}%): {_rerun_text(suggest)}", suggest)
+        return _Call(
+            "inconclusive",
+            f"{_interval_text(estimate)} looks like a {outcome} but is inside the noise "
+            f"(MDE {estimate.mde * 100:.1f}%): {_rerun_text(suggest)}",
+            suggest,
+        )
     verb = "exceeds" if outcome == "win" else "is worse than"
     lower = " (lower is better)" if bar.direction == "lower" else ""
-    return _Call(outcome, f"{_interval_text(estimate)}{lower} {verb} the {_bar_text(bar)} bar and the noise "
-                 f"(MDE {estimate.mde * 100:.1f}%)")
+    return _Call(
+        outcome,
+        f"{_interval_text(estimate)}{lower} {verb} the {_bar_text(bar)} bar and the noise "
+        f"(MDE {estimate.mde * 100:.1f}%)",
+    )
 
 
 def decide(
@@ -509,8 +566,12 @@ def decide(
     """The verdict on one bar from the repeats of each arm at the bar's point (see the module docstring)."""
     control_values = _checked_samples(control, "control")
     candidate_values = _checked_samples(candidate, "candidate")
-    common = {"bar": bar, "thresholds": _thresholds(bar, agreement_threshold),
-              "n_control": len(control_values), "n_candidate": len(candidate_values)}
+    common = {
+        "bar": bar,
+        "thresholds": _thresholds(bar, agreement_threshold),
+        "n_control": len(control_values),
+        "n_candidate": len(candidate_values),
+    }
     if not comparable:
         why = incomparable_reason or "control and candidate differ in something not under test"
         return Verdict(outcome="not-comparable", reason=f"not comparable: {why}", **common)
@@ -519,27 +580,43 @@ def decide(
     candidate_logs = [math.log(value) for value in candidate_values]
     noise = _noise(control_logs, candidate_logs, calibrated)
     if noise is None:
-        return Verdict(outcome="inconclusive", reason="one repeat per arm and no calibration: the noise is unknown; "
-                       "run an A/A calibration of the control or rerun with at least 2 repeats per arm", **common)
+        return Verdict(
+            outcome="inconclusive",
+            reason="one repeat per arm and no calibration: the noise is unknown; "
+            "run an A/A calibration of the control or rerun with at least 2 repeats per arm",
+            **common,
+        )
     estimate = _estimate(control_logs, candidate_logs, noise, bar)
     agreement = _agreement(control_values, candidate_values, agreement_threshold)
     n_now = min(len(control_values), len(candidate_values))
     suggest = _suggested_repeats(estimate, bar, noise, n_now, calibrated.n - 1 if calibrated else 0)
     call = _classify(estimate, agreement, bar, calibrated, suggest)
     return Verdict(
-        outcome=call.outcome, reason=call.reason, **common,
+        outcome=call.outcome,
+        reason=call.reason,
+        **common,
         control_geomean=math.exp(statistics.fmean(control_logs)),
         candidate_geomean=math.exp(statistics.fmean(candidate_logs)),
-        effect=estimate.effect, ci_low=estimate.ci[0], ci_high=estimate.ci[1], mde=estimate.mde,
-        noise=noise, agreement=agreement, repeats_suggested=call.repeats,
+        effect=estimate.effect,
+        ci_low=estimate.ci[0],
+        ci_high=estimate.ci[1],
+        mde=estimate.mde,
+        noise=noise,
+        agreement=agreement,
+        repeats_suggested=call.repeats,
     )
 
 
 def _thresholds(bar: Bar, agreement_threshold: float) -> Thresholds:
     if not 0 < agreement_threshold < 1:
         raise InputError(f"agreement threshold must be between 0 and 1 (relative), got {agreement_threshold}")
-    return Thresholds(alpha=bar.alpha, confidence=1.0 - bar.alpha, power=DEFAULT_POWER,
-                      min_effect=bar.min_effect, agreement_threshold=agreement_threshold)
+    return Thresholds(
+        alpha=bar.alpha,
+        confidence=1.0 - bar.alpha,
+        power=DEFAULT_POWER,
+        min_effect=bar.min_effect,
+        agreement_threshold=agreement_threshold,
+    )
 
 
 # ---------------------------------------------------------------------------------- simulation
@@ -550,9 +627,15 @@ def _draw(rng: random.Random, level: float, sigma_rel: float, count: int) -> lis
 
 
 def simulate_error_rates(
-    effect_sigmas: Sequence[float], n: int = DEFAULT_REPEATS, trials: int = 1000, seed: int = 0,
-    *, sigma_rel: float = 0.005, min_effect_sigmas: float = 1.0,
-    calibration_repeats: int = DEFAULT_CALIBRATION_REPEATS, agreement_threshold: float = DEFAULT_AGREEMENT_THRESHOLD,
+    effect_sigmas: Sequence[float],
+    n: int = DEFAULT_REPEATS,
+    trials: int = 1000,
+    seed: int = 0,
+    *,
+    sigma_rel: float = 0.005,
+    min_effect_sigmas: float = 1.0,
+    calibration_repeats: int = DEFAULT_CALIBRATION_REPEATS,
+    agreement_threshold: float = DEFAULT_AGREEMENT_THRESHOLD,
 ) -> dict[float, dict[str, float]]:
     """Fraction of each outcome over simulated experiments, per true effect (in units of sigma_rel).
 

@@ -16,8 +16,19 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 # What the stages read and write, plus DVC's own files: a fresh clone holds exactly these.
-COPIED = ["dvc.yaml", "dvc.lock", ".dvcignore", ".dvc/config", ".dvc/.gitignore", "ledger", "recipes", "tables",
-          "site", "src/recipe_ledger/tables.py", "src/recipe_ledger/site"]
+COPIED = [
+    "dvc.yaml",
+    "dvc.lock",
+    ".dvcignore",
+    ".dvc/config",
+    ".dvc/.gitignore",
+    "ledger",
+    "recipes",
+    "tables",
+    "site",
+    "src/recipe_ledger/tables.py",
+    "src/recipe_ledger/site",
+]
 
 
 def _dvc() -> str:
@@ -31,7 +42,9 @@ def _run(args: list[str], cwd: Path, check: bool = True) -> subprocess.Completed
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "DVC_NO_ANALYTICS": "1"}
     result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
     if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+        raise AssertionError(
+            f"{' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
+        )
     return result
 
 

@@ -37,7 +37,6 @@ COPY www /www
 MEMLOCK = grantable_memlock()  # what this host can grant (runc refuses unlimited without CAP_SYS_RESOURCE)
 
 
-
 def wait_for(condition: Callable[[], bool], timeout_s: float = 15.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while not condition():

@@ -35,7 +35,6 @@ FAKE_SERVER = Path(__file__).parent / "helpers" / "fake_server.py"
 HOST = "127.0.0.1"
 
 
-
 def wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while not condition():

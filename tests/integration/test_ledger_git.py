@@ -46,18 +46,27 @@ def test_entries_record_commit_dirtiness_and_script_blob_hashes(project):
     payload = {"subject": "lane", "metrics": {"tps": 85.0}, "scripts": ["scripts/knee.sh"]}
     clean = ledger.append("result", payload, writer="box-a")
     expected_blob = project.git.hash_object("scripts/knee.sh")
-    assert clean["git"] == {"commit": project.head.commit.hexsha, "dirty": False,
-                            "scripts": {"scripts/knee.sh": expected_blob}}
+    assert clean["git"] == {
+        "commit": project.head.commit.hexsha,
+        "dirty": False,
+        "scripts": {"scripts/knee.sh": expected_blob},
+    }
     # the ledger's own new line does not count as dirt; an edited script does
     (root / "scripts" / "knee.sh").write_text("#!/bin/sh\necho changed\n")
     dirty = ledger.append("result", payload, writer="box-a")
     assert dirty["git"]["dirty"] is True
-    assert dirty["git"]["scripts"]["scripts/knee.sh"] == project.git.hash_object("scripts/knee.sh") != expected_blob
+    assert (
+        dirty["git"]["scripts"]["scripts/knee.sh"]
+        == project.git.hash_object("scripts/knee.sh")
+        != expected_blob
+    )
 
 
 def test_a_named_script_that_does_not_exist_is_refused(project):
     with pytest.raises(Exception, match="script named by the entry does not exist"):
-        Ledger.open(_root(project)).append("note", {"text": "x", "scripts": ["scripts/nope.sh"]}, writer="box-a")
+        Ledger.open(_root(project)).append(
+            "note", {"text": "x", "scripts": ["scripts/nope.sh"]}, writer="box-a"
+        )
 
 
 def test_cli_root_defaults_to_the_git_top_level(project, monkeypatch):
@@ -94,7 +103,9 @@ def test_history_fails_on_a_commit_that_changed_a_line_even_after_it_is_reverted
     _commit_all(project, "put it back")
     findings = [str(f) for f in verify_history(Ledger.open(_root(project)))]
     assert verify(Ledger.open(_root(project))).ok  # the chain on disk is whole again...
-    assert any(f.startswith(f"ledger/box-a.jsonl: commit {bad[:12]}") and "changed line 2" in f for f in findings)
+    assert any(
+        f.startswith(f"ledger/box-a.jsonl: commit {bad[:12]}") and "changed line 2" in f for f in findings
+    )
 
 
 def test_history_fails_on_removed_lines_and_files_and_on_the_working_tree(project):
@@ -129,8 +140,9 @@ def test_two_clones_on_two_boxes_merge_without_conflicts_and_verify(project, tmp
     first_b = Ledger.open(_root(clones["box-b"])).entries()[-3]["id"]
     # box-b refers to its own entry; box-a retracts something it saw before the clones
     ledger_b = Ledger.open(_root(clones["box-b"]))
-    actions.retract(ledger_b, ledger_b.entries()[0]["id"], reason="superseded by b1", evidence=[first_b],
-                    writer="box-b")
+    actions.retract(
+        ledger_b, ledger_b.entries()[0]["id"], reason="superseded by b1", evidence=[first_b], writer="box-b"
+    )
     _commit_all(clones["box-b"], "box-b retracts")
     clones["box-a"].remotes.origin.push("main")
     clones["box-b"].remotes.origin.pull("main", no_rebase=True)  # a plain git merge
@@ -144,11 +156,14 @@ def test_two_clones_on_two_boxes_merge_without_conflicts_and_verify(project, tmp
     clones["box-a"].remotes.origin.pull("main", no_rebase=True)  # fast-forward on the other box
     assert verify(Ledger.open(_root(clones["box-a"]))).ok
     assert (_root(clones["box-a"]) / "ledger" / "box-b.jsonl").read_bytes() == (
-        _root(merged) / "ledger" / "box-b.jsonl").read_bytes()
+        _root(merged) / "ledger" / "box-b.jsonl"
+    ).read_bytes()
 
 
 def test_blob_hash_matches_git(tmp_path):
     data = b"\x00binary\nand text\n"
     (tmp_path / "f").write_bytes(data)
-    out = subprocess.run(["git", "hash-object", str(tmp_path / "f")], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["git", "hash-object", str(tmp_path / "f")], capture_output=True, text=True, check=True
+    )
     assert gitinfo.blob_hash(data) == out.stdout.strip()

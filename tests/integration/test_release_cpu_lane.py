@@ -53,12 +53,16 @@ def image() -> str:
         urllib.request.urlopen("http://127.0.0.1:5000/v2/", timeout=3).read()
     except OSError:
         _require("no registry on 127.0.0.1:5000: scripts/ci/start_registry.sh")
-    built = subprocess.run([str(REPO / "scripts" / "build_cpu_image.sh"), str(MODEL)], capture_output=True, check=False,
-                           text=True, timeout=1500)
+    built = subprocess.run(
+        [str(REPO / "scripts" / "build_cpu_image.sh"), str(MODEL)],
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=1500,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     lines = dict(line.split("=", 1) for line in built.stdout.splitlines() if "=" in line)
     return lines["repo_digest"]
-
 
 
 def short_lane(image: str, port: int) -> dict:
@@ -97,9 +101,13 @@ def repo(tmp_path, image, monkeypatch) -> Path:
     (root / "experiments").mkdir()
     (root / "experiments" / "lane.yaml").write_text(json.dumps(short_lane(image, free_port()), indent=1))
     (root / "recipes" / "releases" / "tiny-cpu").mkdir(parents=True)
-    (root / "recipes" / "releases" / "tiny-cpu" / "v1.yaml").write_text(json.dumps(short_release(image), indent=1))
+    (root / "recipes" / "releases" / "tiny-cpu" / "v1.yaml").write_text(
+        json.dumps(short_release(image), indent=1)
+    )
     for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "lane"]):
-        subprocess.run(["git", "-C", str(root), "-c", "user.email=t@t", "-c", "user.name=t", *args], check=True)
+        subprocess.run(
+            ["git", "-C", str(root), "-c", "user.email=t@t", "-c", "user.name=t", *args], check=True
+        )
     Ledger.init(root)
     monkeypatch.chdir(root)  # `ledger run` is started at the repository root (the tokenizer path)
     monkeypatch.setenv("RECIPE_LEDGER_VLLM", str(VLLM))
@@ -115,7 +123,9 @@ def cli(root: Path, *args: str):
 def test_the_cpu_lane_is_measured_published_verified_and_reproduced(repo, image):
     run = cli(repo, "run", "experiments/lane.yaml", "--no-mlflow")
     assert run.exit_code == 0, run.output[-4000:]
-    published = cli(repo, "release", "publish", "tiny-cpu", "v1", "--from", "recipes/releases/tiny-cpu/v1.yaml")
+    published = cli(
+        repo, "release", "publish", "tiny-cpu", "v1", "--from", "recipes/releases/tiny-cpu/v1.yaml"
+    )
     assert published.exit_code == 0, published.output
     release = catalog.find(Ledger.open(repo), "tiny-cpu@v1")
     assert release.verification == "verified", release.payload.unverified
@@ -134,9 +144,13 @@ def test_the_cpu_lane_is_measured_published_verified_and_reproduced(repo, image)
     # a clear departure from the published numbers is not.
     outcome = entry["payload"]["outcome"]
     assert outcome in ("reproduced", "inconclusive"), reproduced.output
-    assert {"output_tps_c4.effect", "output_tps_c4.ci_low", "output_tps_c4.ci_high"} <= set(entry["payload"]["metrics"])
+    assert {"output_tps_c4.effect", "output_tps_c4.ci_low", "output_tps_c4.ci_high"} <= set(
+        entry["payload"]["metrics"]
+    )
     assert reproduced.exit_code == (0 if outcome == "reproduced" else 1)
-    assert catalog.find(Ledger.open(repo), "tiny-cpu@v1").status == ("reproduced" if outcome == "reproduced" else "active")
+    assert catalog.find(Ledger.open(repo), "tiny-cpu@v1").status == (
+        "reproduced" if outcome == "reproduced" else "active"
+    )
     assert cli(repo, "verify").exit_code == 0
 
 
@@ -150,8 +164,11 @@ def test_the_committed_lane_holds_every_pin_here_or_names_the_image(image):
     release = catalog.find(ledger, "tiny-cpu@v2")
     assert release.verification == "verified", release.payload.unverified
     assert release.payload.image.pinned and release.payload.model.revision_source == "content-hash"
-    outcomes = [e["payload"]["outcome"] for e in ledger.entries()
-                if e["kind"] == "reproduction" and e["payload"]["target"] == release.id]
+    outcomes = [
+        e["payload"]["outcome"]
+        for e in ledger.entries()
+        if e["kind"] == "reproduction" and e["payload"]["target"] == release.id
+    ]
     assert "reproduced" in outcomes
 
     problems, _ = reproduce.pin_problems(release.payload, REPO)

@@ -56,8 +56,10 @@ def _build(client, text: str, tag: str) -> str:
         _require("no /bin/busybox to build a test image from (apt-get install busybox-static)")
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in [("Dockerfile", b"FROM scratch\nCOPY busybox /bin/busybox\nCOPY marker /marker\n"),
-                           ("marker", text.encode())]:
+        for name, data in [
+            ("Dockerfile", b"FROM scratch\nCOPY busybox /bin/busybox\nCOPY marker /marker\n"),
+            ("marker", text.encode()),
+        ]:
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
@@ -69,7 +71,9 @@ def _build(client, text: str, tag: str) -> str:
 
 def _push(tag: str) -> None:
     # The CLI, not the SDK: it is what the build script uses, and it reports errors plainly.
-    subprocess.run([shutil.which("docker") or "docker", "push", tag], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [shutil.which("docker") or "docker", "push", tag], check=True, capture_output=True, timeout=120
+    )
 
 
 @pytest.fixture()

@@ -36,20 +36,37 @@ PROBE = textwrap.dedent("""\
     """)
 
 
-
 def experiment_yaml(port: int, candidate_flags: list[str], name: str = "fast") -> str:
     server = [sys.executable, str(FAKE_SERVER), "--prefix-cache"]
-    return json.dumps({
-        "name": "wiring", "hypothesis": "the fast arm is faster", "box": "cpu-only", "engine": "none",
-        "server": {"launcher": "process", "port": port, "health_timeout_s": 30},
-        "control": {"argv": server},
-        "candidates": {name: {"argv": server + candidate_flags}},
-        "instruments": [{"name": "probe", "kind": "command",
-                         "command": [sys.executable, "scripts/probe.py", "{arm}", "{point}", "{repeat}", "{base_url}"]}],
-        "points": [1, 4], "repeats": 2,
-        "bars": [{"metric": "output_tps_total", "point": 4, "direction": "higher", "min_effect": 0.05}],
-        "calibration": {"repeats": 2},
-    })
+    return json.dumps(
+        {
+            "name": "wiring",
+            "hypothesis": "the fast arm is faster",
+            "box": "cpu-only",
+            "engine": "none",
+            "server": {"launcher": "process", "port": port, "health_timeout_s": 30},
+            "control": {"argv": server},
+            "candidates": {name: {"argv": server + candidate_flags}},
+            "instruments": [
+                {
+                    "name": "probe",
+                    "kind": "command",
+                    "command": [
+                        sys.executable,
+                        "scripts/probe.py",
+                        "{arm}",
+                        "{point}",
+                        "{repeat}",
+                        "{base_url}",
+                    ],
+                }
+            ],
+            "points": [1, 4],
+            "repeats": 2,
+            "bars": [{"metric": "output_tps_total", "point": 4, "direction": "higher", "min_effect": 0.05}],
+            "calibration": {"repeats": 2},
+        }
+    )
 
 
 @pytest.fixture()
@@ -62,25 +79,53 @@ def repo(tmp_path):
     (root / "scripts" / "probe.py").write_text(PROBE)
     (root / "experiments").mkdir()
     subprocess.run(["git", "init", "-q", str(root)], check=True)
-    subprocess.run(["git", "-C", str(root), "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q",
-                    "--allow-empty", "-m", "init"], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(root),
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "user.name=t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "init",
+        ],
+        check=True,
+    )
     ledger(root, "init")
     return root
 
 
-def ledger(root: Path, *args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "recipe_ledger.cli", *args, "--root", str(root)] if args[0] in
-                            ("init", "verify") else [sys.executable, "-m", "recipe_ledger.cli", *args],
-                            cwd=root, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=300,
-                            check=False)
+def ledger(
+    root: Path, *args: str, env: dict | None = None, check: bool = True
+) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "-m", "recipe_ledger.cli", *args, "--root", str(root)]
+        if args[0] in ("init", "verify")
+        else [sys.executable, "-m", "recipe_ledger.cli", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=300,
+        check=False,
+    )
     if check:
         assert result.returncode == 0, result.stdout + result.stderr
     return result
 
 
 def entries(root: Path) -> list[dict]:
-    out = subprocess.run([sys.executable, "-m", "recipe_ledger.cli", "log", "--json", "--root", str(root)],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "recipe_ledger.cli", "log", "--json", "--root", str(root)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return [json.loads(line) for line in out.stdout.splitlines()]
 
 
@@ -133,17 +178,29 @@ def test_ctrl_c_during_a_sweep_stops_everything_and_is_recorded(repo):
     (repo / "experiments" / "x.yaml").write_text(experiment_yaml(port, []))
     # The probe of the candidate arm sends SIGINT to the runner (its pid handed over in the env),
     # which is what Ctrl-C in the terminal does, at a known moment: in the middle of the sweep.
-    runner = subprocess.Popen([sys.executable, "-c",
-                               ("import os,sys; os.environ['PROBE_INTERRUPT']=str(os.getpid()); "
-                                "from recipe_ledger.cli import main; "
-                                "sys.argv=['ledger','run','experiments/x.yaml','--no-mlflow']; main()")],
-                              cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    runner = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import os,sys; os.environ['PROBE_INTERRUPT']=str(os.getpid()); "
+                "from recipe_ledger.cli import main; "
+                "sys.argv=['ledger','run','experiments/x.yaml','--no-mlflow']; main()"
+            ),
+        ],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out, err = runner.communicate(timeout=300)
     assert runner.returncode == 130, out + err
     failure = entries(repo)[-1]
     assert failure["kind"] == "failure" and "interrupted" in failure["payload"]["cause"]
     assert port_free(port)
-    leftovers = subprocess.run(["pgrep", "-f", f"fake_server.py.*{port}"], capture_output=True, text=True, check=False)
+    leftovers = subprocess.run(
+        ["pgrep", "-f", f"fake_server.py.*{port}"], capture_output=True, text=True, check=False
+    )
     assert leftovers.stdout.strip() == ""
 
 
@@ -153,6 +210,7 @@ def failure_after(repo, exit_code):
         last = entries(repo)[-1]
         assert last["kind"] == "failure"
         return last
+
     return check
 
 
@@ -161,7 +219,9 @@ def test_a_server_that_never_becomes_healthy(repo):
     spec = json.loads(experiment_yaml(port, ["--never-healthy"]))
     spec["server"]["health_timeout_s"] = 3
     spec["calibration"] = {"repeats": 2}
-    (repo / "experiments" / "x.yaml").write_text(json.dumps(spec).replace('"--prefix-cache"]', '"--never-healthy"]', 1))
+    (repo / "experiments" / "x.yaml").write_text(
+        json.dumps(spec).replace('"--prefix-cache"]', '"--never-healthy"]', 1)
+    )
     failure = failure_after(repo, 5)(ledger(repo, "run", "experiments/x.yaml", "--no-mlflow", check=False))
     assert failure["payload"]["cause_class"] == "hang"
     assert port_free(port)
@@ -171,7 +231,11 @@ def test_a_server_that_dies_in_the_middle_of_a_sweep(repo):
     port = free_port()
     (repo / "experiments" / "x.yaml").write_text(experiment_yaml(port, ["--oom-after", "1.5"]))
     probe = repo / "scripts" / "probe.py"
-    probe.write_text(probe.read_text().replace("assert urllib", "import time; time.sleep(2.5 if arm == 'fast' else 0)\nassert urllib"))
+    probe.write_text(
+        probe.read_text().replace(
+            "assert urllib", "import time; time.sleep(2.5 if arm == 'fast' else 0)\nassert urllib"
+        )
+    )
     failure = failure_after(repo, 5)(ledger(repo, "run", "experiments/x.yaml", "--no-mlflow", check=False))
     assert failure["payload"]["conditions"]["stage"] == "measurement"
     assert port_free(port)
@@ -185,7 +249,9 @@ def test_a_port_in_use_is_refused_before_launching_and_recorded(repo):
         (repo / "experiments" / "x.yaml").write_text(experiment_yaml(port, []))
         result = ledger(repo, "run", "experiments/x.yaml", "--no-mlflow", check=False)
     failure = failure_after(repo, 3)(result)
-    assert str(port) in failure["payload"]["cause"] and failure["payload"]["conditions"]["stage"] == "preflight"
+    assert (
+        str(port) in failure["payload"]["cause"] and failure["payload"]["conditions"]["stage"] == "preflight"
+    )
 
 
 def test_an_experiment_naming_a_missing_recipe(repo):
@@ -210,13 +276,22 @@ STUDY_PROBE = textwrap.dedent("""\
 def test_a_study_with_no_server_runs_the_command_instrument_per_arm(repo):
     (repo / "scripts" / "study.py").write_text(STUDY_PROBE)
     spec = {
-        "name": "placement", "hypothesis": "reading rows over UVA beats copying the layer", "box": "cpu-only",
-        "engine": "none", "server": {"needs_server": False},
+        "name": "placement",
+        "hypothesis": "reading rows over UVA beats copying the layer",
+        "box": "cpu-only",
+        "engine": "none",
+        "server": {"needs_server": False},
         "control": {"params": {"placement": "layer_copy"}},
         "candidates": {"uva": {"params": {"placement": "uva"}}, "hbm": {"params": {"placement": "hbm"}}},
-        "instruments": [{"name": "bench", "kind": "command",
-                         "command": [sys.executable, "scripts/study.py", "{placement}", "{seed}"]}],
-        "points": [1], "repeats": 2,
+        "instruments": [
+            {
+                "name": "bench",
+                "kind": "command",
+                "command": [sys.executable, "scripts/study.py", "{placement}", "{seed}"],
+            }
+        ],
+        "points": [1],
+        "repeats": 2,
         "bars": [{"metric": "moe_step_ms_b1", "point": 1, "direction": "lower", "min_effect": 0.1}],
         "calibration": {"repeats": 2},
     }

@@ -80,9 +80,18 @@ def browser():
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     profile = tempfile.mkdtemp(prefix="chromium-profile-")
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={profile}", "--window-size=1280,1000"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--window-size=1280,1000",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -155,7 +164,9 @@ def test_the_timeline_filter_hides_and_shows_rows(served, browser) -> None:
     assert len(visible) == 2 and all(r.find_elements("css selector", "del.retracted") for r in visible)
     assert browser.find_element("id", "filter-count").text == "2 shown"
     browser.get(base + "ledger/index.html?kind=retraction")
-    assert len([r for r in browser.find_elements("css selector", "#timeline tr.entry") if r.is_displayed()]) == 2
+    assert (
+        len([r for r in browser.find_elements("css selector", "#timeline tr.entry") if r.is_displayed()]) == 2
+    )
 
 
 def test_no_page_logs_a_console_error_and_no_plant_runs(served, browser) -> None:
@@ -166,8 +177,11 @@ def test_no_page_logs_a_console_error_and_no_plant_runs(served, browser) -> None
         browser.get(base + page)
         planted = browser.execute_script(
             "return [window.__planted, window.__img, window.__link, window.__huge].filter(function (x) "
-            "{ return x !== undefined; }).length")
+            "{ return x !== undefined; }).length"
+        )
         assert planted == 0, page
         assert _errors(browser) == [], page
     browser.get(base + next(p for p in pages if "plant" in p and "broken" not in p))
-    assert "<script>window.__planted = 1</script>" in browser.find_element("css selector", "p.description").text
+    assert (
+        "<script>window.__planted = 1</script>" in browser.find_element("css selector", "p.description").text
+    )

@@ -17,13 +17,20 @@ from pathlib import Path
 
 import pytest
 
-mlflow = pytest.importorskip("mlflow", reason="MLflow is not installed: pip install 'recipe-ledger[tracking]'")
+mlflow = pytest.importorskip(
+    "mlflow", reason="MLflow is not installed: pip install 'recipe-ledger[tracking]'"
+)
 
 import test_run_pipeline as pipeline
 
 # Shared with the pipeline's own tests: a git repository with a ledger, the cpu-only box and a probe script.
 repo = pipeline.repo
-entries, experiment_yaml, free_port, ledger = pipeline.entries, pipeline.experiment_yaml, pipeline.free_port, pipeline.ledger
+entries, experiment_yaml, free_port, ledger = (
+    pipeline.entries,
+    pipeline.experiment_yaml,
+    pipeline.free_port,
+    pipeline.ledger,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -72,16 +79,22 @@ def assert_result_run(uri: str, result_entry: dict) -> str:
     record = result_entry["payload"]["experiment"]
     assert run.info.run_name == record["run_id"] and run.info.status == "FINISHED"
     assert tags["ledger.entry_id"] == result_entry["id"] and tags["ledger.status"] == "active"
-    assert tags["verdict.fast.output_tps_total.c4"] == "win" and tags["git.commit"] == result_entry["git"]["commit"]
+    assert (
+        tags["verdict.fast.output_tps_total.c4"] == "win"
+        and tags["git.commit"] == result_entry["git"]["commit"]
+    )
     assert params["arm.control.fingerprint"] == record["arms"]["control"]["fingerprint"]
     assert params["instrument.probe.version"].startswith("command:")
     assert params["experiment.spec_sha256"] == record["spec_sha256"]
     assert 0.25 < metrics["verdict.fast.output_tps_total.c4.effect"] < 0.35
-    assert metrics["fast.c4.output_tps_total"] == result_entry["payload"]["metrics"]["fast.c4.output_tps_total"]
+    assert (
+        metrics["fast.c4.output_tps_total"] == result_entry["payload"]["metrics"]["fast.c4.output_tps_total"]
+    )
     kids = children(uri, run.info.run_id)
     assert len(kids) == 2 * 2 * 2  # arms x repeats x points
     assert {(k.data.params["arm"], k.data.params["repeat"], k.data.params["point"]) for k in kids} == {
-        (arm, str(r), str(p)) for arm in ("control", "fast") for r in (1, 2) for p in (1, 4)}
+        (arm, str(r), str(p)) for arm in ("control", "fast") for r in (1, 2) for p in (1, 4)
+    }
     assert all("output_tps_total" in k.data.metrics and k.info.status == "FINISHED" for k in kids)
     files = {a.path for a in client(uri).list_artifacts(run.info.run_id)}
     assert {"plan.json", "measurements.jsonl", "summary.json", "server-control-r1.log", "raw"} <= files
@@ -149,7 +162,9 @@ def list_artifacts_over_http(uri: str, run_id: str) -> list[dict]:
     """What the UI's artifact browser asks for (the server resolves the run's artifact location)."""
     import json
 
-    with urllib.request.urlopen(f"{uri}/ajax-api/2.0/mlflow/artifacts/list?run_id={run_id}", timeout=30) as response:
+    with urllib.request.urlopen(
+        f"{uri}/ajax-api/2.0/mlflow/artifacts/list?run_id={run_id}", timeout=30
+    ) as response:
         return json.load(response).get("files", [])
 
 
@@ -163,11 +178,28 @@ def mlflow_server(tmp_path) -> Iterator:
 
     def start(cwd: Path, backend_uri: str, *extra: str) -> str:
         port = free_port()
-        argv = [str(Path(sys.executable).parent / "mlflow"), "server", "--backend-store-uri", backend_uri,
-                "--host", "127.0.0.1", "--port", str(port), "--workers", "1", *extra]
+        argv = [
+            str(Path(sys.executable).parent / "mlflow"),
+            "server",
+            "--backend-store-uri",
+            backend_uri,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            *extra,
+        ]
         with open(tmp_path / f"mlflow-server-{port}.log", "w") as log:  # the child keeps its own handle
-            process = subprocess.Popen(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                       env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"})
+            process = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"},
+            )
         started.append(process)
         uri = f"http://127.0.0.1:{port}"
         wait_for_health(uri, process, tmp_path / f"mlflow-server-{port}.log")
@@ -207,8 +239,12 @@ def test_sync_over_http_to_a_tracking_server_with_proxied_artifacts(repo, tmp_pa
     server_dir = tmp_path / "server"
     server_dir.mkdir()
     # As a shared server runs for several boxes: artifacts uploaded through the server, not to a path.
-    uri = mlflow_server(server_dir, f"sqlite:///{server_dir / 'mlflow.db'}",
-                        "--artifacts-destination", str(server_dir / "artifacts"))
+    uri = mlflow_server(
+        server_dir,
+        f"sqlite:///{server_dir / 'mlflow.db'}",
+        "--artifacts-destination",
+        str(server_dir / "artifacts"),
+    )
     run_experiment(repo)
     out = sync(repo, "--tracking-uri", uri)
     assert out.startswith("2 created"), out
@@ -220,8 +256,16 @@ def test_sync_over_http_to_a_tracking_server_with_proxied_artifacts(repo, tmp_pa
 
 def test_a_server_that_does_not_answer_fails_fast_and_says_the_ledger_is_safe(repo):
     started = time.monotonic()
-    result = ledger(repo, "mlflow", "sync", "--root", str(repo), "--tracking-uri", f"http://127.0.0.1:{free_port()}",
-                    check=False)
+    result = ledger(
+        repo,
+        "mlflow",
+        "sync",
+        "--root",
+        str(repo),
+        "--tracking-uri",
+        f"http://127.0.0.1:{free_port()}",
+        check=False,
+    )
     assert result.returncode == 3, result.stdout + result.stderr
     assert "does not answer" in result.stderr and "nothing was lost" in result.stderr
     assert time.monotonic() - started < 30

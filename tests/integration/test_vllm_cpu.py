@@ -35,38 +35,72 @@ def serving_environment():
     pytest.skip(message)
 
 
-
 @pytest.fixture()
 def repo(tmp_path):
     root = tmp_path / "repo"
     shutil.copytree(REPO / "recipes", root / "recipes")
     (root / "experiments").mkdir()
     subprocess.run(["git", "init", "-q", str(root)], check=True)
-    subprocess.run(["git", "-C", str(root), "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q",
-                    "--allow-empty", "-m", "init"], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(root),
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "user.name=t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "init",
+        ],
+        check=True,
+    )
     cli(root, "init", "--root", str(root))
     return root
 
 
 def cli(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     env = {**os.environ, "RECIPE_LEDGER_VLLM": str(VLLM), "VLLM_CACHE_ROOT": str(root / ".vllm-cache")}
-    result = subprocess.run([sys.executable, "-m", "recipe_ledger.cli", *args], cwd=root, capture_output=True,
-                            text=True, env=env, timeout=900, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "recipe_ledger.cli", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
+    )
     if check:
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
 
 
 def short_experiment(port: int) -> dict:
-    arm = {"recipe": "recipe-ledger/tiny-qwen2", "model_path": str(MODEL), "features": [],
-           "overrides": {"env": {"VLLM_SERVER_DEV_MODE": "1"}}}
+    arm = {
+        "recipe": "recipe-ledger/tiny-qwen2",
+        "model_path": str(MODEL),
+        "features": [],
+        "overrides": {"env": {"VLLM_SERVER_DEV_MODE": "1"}},
+    }
     return {
-        "name": "tiny-batching-short", "hypothesis": "batching beats one sequence at a time at concurrency 4",
-        "box": "cpu-only", "server": {"launcher": "process", "port": port, "health_timeout_s": 300},
-        "control": arm, "candidates": {"single_sequence": {**arm, "features": ["single_sequence"]}},
-        "instruments": [{"name": "bench", "kind": "vllm_bench_serve",
-                         "options": {"num_prompts": 8, "random_input_len": 64, "random_output_len": 32}}],
-        "points": [4], "repeats": 1,
+        "name": "tiny-batching-short",
+        "hypothesis": "batching beats one sequence at a time at concurrency 4",
+        "box": "cpu-only",
+        "server": {"launcher": "process", "port": port, "health_timeout_s": 300},
+        "control": arm,
+        "candidates": {"single_sequence": {**arm, "features": ["single_sequence"]}},
+        "instruments": [
+            {
+                "name": "bench",
+                "kind": "vllm_bench_serve",
+                "options": {"num_prompts": 8, "random_input_len": 64, "random_output_len": 32},
+            }
+        ],
+        "points": [4],
+        "repeats": 1,
         "bars": [{"metric": "output_tps_total", "point": 4, "direction": "higher", "min_effect": 0.2}],
         "calibration": {"repeats": 2},
     }
@@ -88,7 +122,9 @@ def test_a_real_vllm_run_records_numbers_server_counters_and_cleans_up(repo):
     assert payload["experiment"]["instruments"]["bench"].startswith("vllm 0.32")
     with socket.socket() as sock:
         assert sock.connect_ex(("127.0.0.1", port)) != 0  # the port is free again
-    leftovers = subprocess.run(["pgrep", "-f", f"vllm serve .*--port {port}"], capture_output=True, text=True, check=False)
+    leftovers = subprocess.run(
+        ["pgrep", "-f", f"vllm serve .*--port {port}"], capture_output=True, text=True, check=False
+    )
     assert leftovers.stdout.strip() == ""
 
 

@@ -30,6 +30,7 @@ def test_module_imports_without_gpu_libraries(epb):
 
 # --- arguments -------------------------------------------------------------------------------------
 
+
 def test_defaults(epb):
     a = epb.parse_args([])
     assert (a.arm, a.hidden, a.intermediate, a.experts, a.topk) == ("hbm", 5120, 1536, 384, 6)
@@ -47,10 +48,31 @@ def test_quick_shrinks_shapes_and_budgets(epb):
 
 
 def test_explicit_flags_beat_quick(epb):
-    a = epb.parse_args(["--quick", "--hidden", "512", "--batches", "4, 2", "--arm", "layer_copy",
-                        "--reps", "9", "--seed", "3", "--check"])
+    a = epb.parse_args(
+        [
+            "--quick",
+            "--hidden",
+            "512",
+            "--batches",
+            "4, 2",
+            "--arm",
+            "layer_copy",
+            "--reps",
+            "9",
+            "--seed",
+            "3",
+            "--check",
+        ]
+    )
     assert (a.hidden, a.intermediate, a.batch_list, a.arm, a.reps, a.seed, a.check) == (
-        512, 128, [4, 2], "layer_copy", 9, 3, True)
+        512,
+        128,
+        [4, 2],
+        "layer_copy",
+        9,
+        3,
+        True,
+    )
 
 
 @pytest.mark.parametrize("arm", ["hbm", "uva", "layer_copy"])
@@ -58,18 +80,21 @@ def test_every_arm_parses(epb, arm):
     assert epb.parse_args(["--arm", arm]).arm == arm
 
 
-@pytest.mark.parametrize("bad", [
-    ["--arm", "gpu"],
-    ["--batches", "0"],
-    ["--batches", "1,x"],
-    ["--batches", ","],
-    ["--topk", "7", "--experts", "6"],
-    ["--hidden", "100"],          # not a multiple of 8
-    ["--intermediate", "0"],
-    ["--reps", "0"],
-    ["--warmup", "-1"],
-    ["--budget-s", "0"],
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--arm", "gpu"],
+        ["--batches", "0"],
+        ["--batches", "1,x"],
+        ["--batches", ","],
+        ["--topk", "7", "--experts", "6"],
+        ["--hidden", "100"],  # not a multiple of 8
+        ["--intermediate", "0"],
+        ["--reps", "0"],
+        ["--warmup", "-1"],
+        ["--budget-s", "0"],
+    ],
+)
 def test_rejects_bad_arguments(epb, bad):
     with pytest.raises(SystemExit):
         epb.parse_args(bad)
@@ -82,13 +107,15 @@ def test_parse_batches_keeps_order_and_drops_duplicates(epb):
 
 
 def test_help_runs_without_torch():
-    out = subprocess.run([sys.executable, str(SCRIPT), "--help"], check=False, capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--help"], check=False, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0
     assert "--arm" in out.stdout and "layer_copy" in out.stdout and "--check" in out.stdout
 
 
 # --- routing ---------------------------------------------------------------------------------------
+
 
 def test_routing_is_deterministic_per_seed(epb):
     a = epb.make_routing(32, 384, 6, seed=0, index=0)
@@ -100,7 +127,7 @@ def test_routing_is_deterministic_per_seed(epb):
 def test_routing_rows_are_distinct_topk_with_normalized_gates(epb):
     ids, gates = epb.make_routing(64, 384, 6, seed=5)
     assert len(ids) == len(gates) == 64
-    for row, g in zip(ids, gates):
+    for row, g in zip(ids, gates, strict=False):
         assert len(row) == 6 and len(set(row)) == 6
         assert all(0 <= e < 384 for e in row)
         assert math.isclose(sum(g), 1.0, rel_tol=1e-12) and all(w > 0 for w in g)
@@ -147,6 +174,7 @@ def test_expected_unique_experts_formula(epb):
 
 # --- bytes -----------------------------------------------------------------------------------------
 
+
 def test_byte_accounting(epb):
     H, I, E = 5120, 1536, 384
     assert epb.expert_bytes(H, I) == 3 * H * I * 2 == 47_185_920
@@ -170,6 +198,7 @@ def test_gbps(epb):
 
 # --- statistics ------------------------------------------------------------------------------------
 
+
 def test_median_and_percentiles(epb):
     assert epb.median([3.0, 1.0, 2.0]) == 2.0
     assert epb.median([1.0, 2.0, 3.0, 4.0]) == 2.5
@@ -182,10 +211,10 @@ def test_median_and_percentiles(epb):
 
 
 def test_pick_reps_fits_the_budget(epb):
-    assert epb.pick_reps(340.0, 5.0, 20) == 14          # layer copy: ~340 ms a step
-    assert epb.pick_reps(0.2, 5.0, 20) == 20            # hbm: capped by --reps
-    assert epb.pick_reps(10_000.0, 5.0, 20) == 3        # never fewer than 3
-    assert epb.pick_reps(10_000.0, 5.0, 2) == 2         # ...unless --reps says so
+    assert epb.pick_reps(340.0, 5.0, 20) == 14  # layer copy: ~340 ms a step
+    assert epb.pick_reps(0.2, 5.0, 20) == 20  # hbm: capped by --reps
+    assert epb.pick_reps(10_000.0, 5.0, 20) == 3  # never fewer than 3
+    assert epb.pick_reps(10_000.0, 5.0, 2) == 2  # ...unless --reps says so
     assert epb.pick_reps(0.0, 5.0, 7) == 7
     assert epb.pick_reps(float("nan"), 5.0, 7) == 7
 
@@ -198,12 +227,14 @@ def test_relative_error(epb):
 
 # --- JSON ------------------------------------------------------------------------------------------
 
+
 def _fake_result(epb, arm="uva", argv=("--quick",)):
     args = epb.parse_args([*argv, "--arm", arm])
     e = epb.expert_bytes(args.hidden, args.intermediate)
     lb = epb.layer_bytes(args.experts, args.hidden, args.intermediate)
-    per_batch = {b: epb.batch_metrics(arm, b, [2.0, 1.0, 3.0], [6 * b, 6 * b, 6 * b], e, lb)
-                 for b in args.batch_list}
+    per_batch = {
+        b: epb.batch_metrics(arm, b, [2.0, 1.0, 3.0], [6 * b, 6 * b, 6 * b], e, lb) for b in args.batch_list
+    }
     bw = {"hbm_read_gbps": 4000.0, "uva_read_gbps": 50.0, "h2d_memcpy_gbps": 55.0}
     return args, epb.assemble_result(arm, args, bw, per_batch, {"graphs": 1, "host_alloc": "cupy"})
 
@@ -212,9 +243,18 @@ def test_json_has_every_metric(epb):
     args, result = _fake_result(epb)
     for key in epb.expected_keys(args.batch_list):
         assert key in result, key
-    for key in ("hbm_read_gbps", "uva_read_gbps", "h2d_memcpy_gbps", "moe_step_ms_b1", "moe_step_ms_b8",
-                "moe_step_ms_b32", "unique_experts_b32", "expert_bytes_read_b8", "effective_gbps_b1",
-                "layer_bytes"):
+    for key in (
+        "hbm_read_gbps",
+        "uva_read_gbps",
+        "h2d_memcpy_gbps",
+        "moe_step_ms_b1",
+        "moe_step_ms_b8",
+        "moe_step_ms_b32",
+        "unique_experts_b32",
+        "expert_bytes_read_b8",
+        "effective_gbps_b1",
+        "layer_bytes",
+    ):
         assert isinstance(result[key], (int, float)) and not isinstance(result[key], bool), key
     assert result["arm"] == "uva" and isinstance(result["config"], str)
 
@@ -226,7 +266,7 @@ def test_json_values_are_consistent(epb):
     assert result["unique_experts_b8"] == 48
     assert result["expert_bytes_read_b8"] == 48 * e
     assert result["effective_gbps_b8"] == pytest.approx(48 * e / 2e-3 / 1e9)
-    assert result["link_bytes_b8"] == 48 * e                      # uva: only the selected experts
+    assert result["link_bytes_b8"] == 48 * e  # uva: only the selected experts
     assert result["layer_bytes"] == args.experts * 3 * args.hidden * args.intermediate * 2
     assert result["reps_b1"] == 3 and result["moe_step_ms_p10_b1"] <= 2.0 <= result["moe_step_ms_p90_b1"]
 
@@ -256,6 +296,7 @@ def test_batch_metrics_needs_one_count_per_step(epb):
 
 # --- no CUDA ---------------------------------------------------------------------------------------
 
+
 def _no_import(name):
     raise ImportError(f"No module named {name!r}")
 
@@ -279,6 +320,7 @@ def test_cuda_reason_when_no_device(epb):
 def test_cuda_reason_when_cuda_init_raises(epb):
     def boom():
         raise RuntimeError("driver too old")
+
     torch = types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=boom, device_count=lambda: 0))
     assert "driver too old" in epb.cuda_unavailable_reason(lambda name: torch)
 
@@ -288,5 +330,5 @@ def test_main_exits_nonzero_with_a_clear_message(epb, capsys, importer):
     code = epb.main(["--quick", "--arm", "uva"], importer=importer)
     captured = capsys.readouterr()
     assert code == 2
-    assert captured.out == ""                       # no JSON: nothing for a runner to mistake
+    assert captured.out == ""  # no JSON: nothing for a runner to mistake
     assert "expert_placement_bench:" in captured.err and "CUDA" in captured.err

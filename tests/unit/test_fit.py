@@ -17,9 +17,16 @@ MEMORY = MemoryBlock.model_validate(
         "kv_bytes_per_token": 890,
         "activation_reserve_gib": 9.7,
         "components": [
-            {"name": "experts", "kind": "experts", "stored_gib": 259.5, "offload": "uva",
-             "param_names": ["model.layers.{i}.ffn.routed_experts.w13_weight",
-                             "model.layers.{i}.ffn.routed_experts.w2_weight"]},
+            {
+                "name": "experts",
+                "kind": "experts",
+                "stored_gib": 259.5,
+                "offload": "uva",
+                "param_names": [
+                    "model.layers.{i}.ffn.routed_experts.w13_weight",
+                    "model.layers.{i}.ffn.routed_experts.w2_weight",
+                ],
+            },
             {"name": "engram", "kind": "engram", "stored_gib": 183.1, "offload": "host_table"},
             {"name": "dense", "kind": "dense", "stored_gib": 6.9},
             {"name": "embedding", "kind": "embedding", "stored_gib": 3.9},
@@ -29,11 +36,22 @@ MEMORY = MemoryBlock.model_validate(
 )
 
 V14_ARGV = [
-    "vllm", "serve", "deepseek-ai/DeepSeek-V4.1-Flash",
-    "--offload-backend", "uva", "--cpu-offload-gb", "60",
-    "--cpu-offload-params", "routed_experts.w13_weight", "routed_experts.w2_weight",
-    "--engram-config", '{"cpu_offload":true}',
-    "--gpu-memory-utilization", "0.97", "--max-model-len", "1048576",
+    "vllm",
+    "serve",
+    "deepseek-ai/DeepSeek-V4.1-Flash",
+    "--offload-backend",
+    "uva",
+    "--cpu-offload-gb",
+    "60",
+    "--cpu-offload-params",
+    "routed_experts.w13_weight",
+    "routed_experts.w2_weight",
+    "--engram-config",
+    '{"cpu_offload":true}',
+    "--gpu-memory-utilization",
+    "0.97",
+    "--max-model-len",
+    "1048576",
 ]
 
 

@@ -8,17 +8,35 @@ from recipe_ledger.instruments import command, server_metrics, vllm_bench
 from recipe_ledger.instruments.base import InstrumentError, MeasureContext, last_json_object
 
 BENCH_RESULT = {
-    "completed": 32, "failed": 0, "duration": 4.2, "max_concurrency": 4,
-    "request_throughput": 7.6, "output_throughput": 487.5, "total_token_throughput": 1462.1,
-    "median_ttft_ms": 30.5, "mean_ttft_ms": 33.0, "p99_ttft_ms": 80.1,
-    "median_tpot_ms": 8.0, "mean_tpot_ms": 8.2, "p99_tpot_ms": 9.9,
-    "median_itl_ms": 7.9, "median_e2el_ms": 540.0,
+    "completed": 32,
+    "failed": 0,
+    "duration": 4.2,
+    "max_concurrency": 4,
+    "request_throughput": 7.6,
+    "output_throughput": 487.5,
+    "total_token_throughput": 1462.1,
+    "median_ttft_ms": 30.5,
+    "mean_ttft_ms": 33.0,
+    "p99_ttft_ms": 80.1,
+    "median_tpot_ms": 8.0,
+    "mean_tpot_ms": 8.2,
+    "p99_tpot_ms": 9.9,
+    "median_itl_ms": 7.9,
+    "median_e2el_ms": 540.0,
 }
 
 
 def ctx(tmp_path, **kw):
-    base = {"arm": "control", "point": 4, "repeat": 1, "seed": 1009, "out_dir": tmp_path,
-            "base_url": "http://127.0.0.1:8123", "model_name": "tiny", "tokenizer": "/models/tiny"}
+    base = {
+        "arm": "control",
+        "point": 4,
+        "repeat": 1,
+        "seed": 1009,
+        "out_dir": tmp_path,
+        "base_url": "http://127.0.0.1:8123",
+        "model_name": "tiny",
+        "tokenizer": "/models/tiny",
+    }
     return MeasureContext(**{**base, **kw})
 
 
@@ -62,8 +80,9 @@ vllm:iteration_tokens_total_count{engine="0"} 200
 
 
 def test_server_counters_become_interval_metrics():
-    derived = server_metrics.derive(server_metrics.parse_prometheus(PROM_BEFORE),
-                                    server_metrics.parse_prometheus(PROM_AFTER))
+    derived = server_metrics.derive(
+        server_metrics.parse_prometheus(PROM_BEFORE), server_metrics.parse_prometheus(PROM_AFTER)
+    )
     assert derived["prefix_cache_hit_rate"] == pytest.approx(50 / 200)
     assert derived["spec_accept_len"] == pytest.approx(1 + 240 / 100)
     assert derived["spec_accept_rate"] == pytest.approx(240 / 500)
@@ -77,8 +96,10 @@ def test_no_metrics_endpoint_gives_nothing_not_an_error():
 
 def test_command_instrument_runs_a_script_and_reads_its_json(tmp_path):
     script = tmp_path / "probe.py"
-    script.write_text("import json,sys\nprint('warming up')\n"
-                      "print(json.dumps({'hbm_read_gbps': 100.0 + int(sys.argv[2]), 'arm': sys.argv[1]}))\n")
+    script.write_text(
+        "import json,sys\nprint('warming up')\n"
+        "print(json.dumps({'hbm_read_gbps': 100.0 + int(sys.argv[2]), 'arm': sys.argv[1]}))\n"
+    )
     template = [sys.executable, str(script), "{arm}", "{point}"]
     measurement = command.measure(template, ctx(tmp_path, arm="uva", point=8), root=tmp_path)
     assert measurement.metrics == {"hbm_read_gbps": 108.0}

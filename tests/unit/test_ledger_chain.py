@@ -63,7 +63,9 @@ def test_a_changed_byte_is_named_by_file_and_line(tmp_path):
     lines = _lines(ledger)
     lines[2] = lines[2].replace(b"note 2", b"note 7")
     _write(ledger, lines)
-    assert _messages(ledger) == ["ledger/box.jsonl:3: content does not match its id (a byte of this line was changed)"]
+    assert _messages(ledger) == [
+        "ledger/box.jsonl:3: content does not match its id (a byte of this line was changed)"
+    ]
 
 
 def test_a_removed_line(tmp_path):
@@ -71,7 +73,9 @@ def test_a_removed_line(tmp_path):
     lines = _lines(ledger)
     del lines[1]
     _write(ledger, lines)
-    assert _messages(ledger) == ["ledger/box.jsonl:2: line(s) removed or moved before this one (seq jumps from 0 to 2)"]
+    assert _messages(ledger) == [
+        "ledger/box.jsonl:2: line(s) removed or moved before this one (seq jumps from 0 to 2)"
+    ]
 
 
 def test_the_first_line_removed(tmp_path):
@@ -135,7 +139,9 @@ def test_a_hand_edited_line_that_is_not_json(tmp_path):
 def test_an_entry_in_the_wrong_writer_file(tmp_path):
     ledger = _ledger(tmp_path, 1)
     (ledger.dir / "box.jsonl").rename(ledger.dir / "elsewhere.jsonl")
-    assert _messages(ledger) == ["ledger/elsewhere.jsonl:1: entry of writer 'box' in the chain of 'elsewhere'"]
+    assert _messages(ledger) == [
+        "ledger/elsewhere.jsonl:1: entry of writer 'box' in the chain of 'elsewhere'"
+    ]
 
 
 def test_a_torn_last_line_is_reported_then_repaired_into_quarantine(tmp_path):
@@ -168,8 +174,17 @@ def test_the_last_line_is_checked_before_anything_is_chained_onto_it(tmp_path):
 
 def test_an_entry_from_a_newer_format_is_reported_clearly_and_left_alone(tmp_path):
     ledger = _ledger(tmp_path, 2)
-    body = {"v": 2, "seq": 2, "prev": json.loads(_lines(ledger)[1])["id"], "writer": "box", "kind": "note",
-            "ts": "2030-01-01T00:00:00Z", "refs": [], "git": None, "payload": {"schema_version": 9}}
+    body = {
+        "v": 2,
+        "seq": 2,
+        "prev": json.loads(_lines(ledger)[1])["id"],
+        "writer": "box",
+        "kind": "note",
+        "ts": "2030-01-01T00:00:00Z",
+        "refs": [],
+        "git": None,
+        "payload": {"schema_version": 9},
+    }
     _, line = chain.encode_line(body)
     path = ledger.dir / "box.jsonl"
     before = path.read_bytes() + line

@@ -40,10 +40,24 @@ def test_retract_then_log_json_and_status_filter(run):
     rows = [json.loads(line) for line in run("log", "--json").output.splitlines()]
     assert [r["status"] for r in rows] == ["retracted", "active", "active"]
     assert rows[0]["id"] == target and rows[0]["payload"]["text"] == "a win on the replay"
-    assert set(rows[0]) == {"id", "v", "seq", "prev", "ts", "writer", "kind", "refs", "git", "payload", "status"}
+    assert set(rows[0]) == {
+        "id",
+        "v",
+        "seq",
+        "prev",
+        "ts",
+        "writer",
+        "kind",
+        "refs",
+        "git",
+        "payload",
+        "status",
+    }
     retracted = run("log", "--status", "retracted", "--json").output.splitlines()
     assert [json.loads(line)["id"] for line in retracted] == [target]
-    kinds = [json.loads(line)["kind"] for line in run("log", "--kind", "retraction", "--json").output.splitlines()]
+    kinds = [
+        json.loads(line)["kind"] for line in run("log", "--kind", "retraction", "--json").output.splitlines()
+    ]
     assert kinds == ["retraction"]
     shown = run("show", target)
     assert "status: retracted" in shown.output
@@ -97,8 +111,17 @@ def test_verify_repair_moves_a_torn_tail_and_nothing_else(run, tmp_path):
 def test_a_newer_payload_schema_is_shown_with_a_warning_and_nothing_lost(run, tmp_path):
     from recipe_ledger.ledger import chain
 
-    body = {"v": 1, "seq": 0, "prev": None, "writer": "box-b", "kind": "note", "ts": "2030-01-01T00:00:00Z",
-            "refs": [], "git": None, "payload": {"schema_version": 7, "text": "from the future", "mood": "x"}}
+    body = {
+        "v": 1,
+        "seq": 0,
+        "prev": None,
+        "writer": "box-b",
+        "kind": "note",
+        "ts": "2030-01-01T00:00:00Z",
+        "refs": [],
+        "git": None,
+        "payload": {"schema_version": 7, "text": "from the future", "mood": "x"},
+    }
     entry_id, line = chain.encode_line(body)
     (tmp_path / "ledger" / "box-b.jsonl").write_bytes(line)
     shown = run("show", entry_id[:8])
@@ -111,4 +134,6 @@ def test_a_newer_payload_schema_is_shown_with_a_warning_and_nothing_lost(run, tm
 
 def test_commands_need_an_initialised_ledger(tmp_path):
     result = CliRunner().invoke(main, ["log", "--root", str(tmp_path / "nowhere")])
-    assert result.exit_code == 3 and "no ledger here" in result.output and "ledger init --root" in result.output
+    assert (
+        result.exit_code == 3 and "no ledger here" in result.output and "ledger init --root" in result.output
+    )

@@ -46,7 +46,9 @@ def test_appenders_killed_at_random_offsets_leave_whole_entries_or_a_torn_tail(t
     for i in range(KILLS):
         before = _size(ledger)
         fraction = rng.choice([0.0, 1.0]) if i % 10 == 0 else rng.random()
-        status = _child_append(tmp_path, rng.randint(1, 64), fraction, f"entry {i} " + "x" * rng.randint(0, 300))
+        status = _child_append(
+            tmp_path, rng.randint(1, 64), fraction, f"entry {i} " + "x" * rng.randint(0, 300)
+        )
         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
         report = verify(Ledger(tmp_path))
         grown = _size(ledger) - before
@@ -77,7 +79,9 @@ def test_a_fresh_interpreter_killed_mid_line_leaves_a_repairable_torn_tail(tmp_p
         "Ledger(sys.argv[1]).append('note', {'text': 'killed'}, writer='box', git=None)\n"
     )
     for fraction in ("0.1", "0.5", "0.99"):
-        proc = subprocess.run([sys.executable, "-c", script, str(tmp_path), fraction], capture_output=True, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path), fraction], capture_output=True, check=False
+        )
         assert proc.returncode == -signal.SIGKILL, proc.stderr
         report = verify(Ledger(tmp_path))
         assert report.only_torn
@@ -109,5 +113,9 @@ def test_concurrent_appenders_never_corrupt_or_fork_a_chain(tmp_path):
     entries = [json.loads(line) for line in (tmp_path / "ledger" / "box.jsonl").read_bytes().splitlines()]
     assert [e["seq"] for e in entries] == list(range(200))
     for worker in range(5):  # each worker's own entries stay in its own order
-        mine = [int(e["payload"]["text"].split(":")[1]) for e in entries if e["payload"]["text"].startswith(f"{worker}:")]
+        mine = [
+            int(e["payload"]["text"].split(":")[1])
+            for e in entries
+            if e["payload"]["text"].startswith(f"{worker}:")
+        ]
         assert mine == list(range(40))

@@ -53,14 +53,18 @@ def test_values_of_secret_variables_in_the_environment_are_hunted_verbatim():
 def test_assignments_and_flags_in_commands():
     cmd = "docker run -e HF_TOKEN=abc123def -e MODE=fast vllm serve --hf-token tok123456 --api-key=k9k9k9k9"
     out = redact_text(cmd, environ={})
-    assert out == (f"docker run -e HF_TOKEN={MARK} -e MODE=fast vllm serve --hf-token {MARK} --api-key={MARK}")
+    assert out == (
+        f"docker run -e HF_TOKEN={MARK} -e MODE=fast vllm serve --hf-token {MARK} --api-key={MARK}"
+    )
 
 
 def test_ordinary_serving_flags_and_hashes_stay_readable():
     cmd = (
         "--tokenizer /model --max-num-batched-tokens 8192 --long-prefill-token-threshold 6144 "
         "--num-speculative-tokens 5 --engram-config '{\"cpu_offload\": true}' "
-        "sha256:" + "ab" * 32 + " df42c109f1defefcbfcedbe7d905718a12266e40 disk-based-offload-of-expert-weights"
+        "sha256:"
+        + "ab" * 32
+        + " df42c109f1defefcbfcedbe7d905718a12266e40 disk-based-offload-of-expert-weights"
     )
     assert redact_text(cmd, environ={}) == cmd
 
@@ -95,9 +99,14 @@ def test_the_append_path_redacts_before_anything_is_hashed_or_written(tmp_path, 
     ledger = Ledger.init(tmp_path)
     entry = ledger.append(
         "failure",
-        {"subject": "x", "cause_class": "crash", "cause": f"login with {TOKENS[0]} failed",
-         "log_tail": "password=correct-horse-battery\nHF_TOKEN=hf_abc"},
-        writer="box", git=None,
+        {
+            "subject": "x",
+            "cause_class": "crash",
+            "cause": f"login with {TOKENS[0]} failed",
+            "log_tail": "password=correct-horse-battery\nHF_TOKEN=hf_abc",
+        },
+        writer="box",
+        git=None,
     )
     stored = (tmp_path / "ledger" / "box.jsonl").read_text()
     for secret in (TOKENS[0], "correct-horse-battery", "hf_abc"):

@@ -27,8 +27,12 @@ def test_every_item_is_imported_and_marked_as_imported_from_the_document(importe
     assert list(items) == [item.key for item in seed_import.SEED_000]
     for entry in items.values():
         origin = entry["payload"]["origin"]
-        assert origin == {"how": "imported", "source": "000_81e52e8820647c96.txt", "item": origin["item"],
-                          "as_of": "2026-09-16"}
+        assert origin == {
+            "how": "imported",
+            "source": "000_81e52e8820647c96.txt",
+            "item": origin["item"],
+            "as_of": "2026-09-16",
+        }
         load_payload(entry["kind"], entry["payload"])  # every payload is a valid current model
     assert verify(imported).ok
 
@@ -51,15 +55,27 @@ def test_the_figures_of_the_seed_are_in_the_entries(imported):
     assert kinds.count("failure") >= 4 and kinds.count("note") >= 4 and kinds.count("release") == 3
     assert items["failure/offload-55-at-1m"]["payload"]["conditions"]["cpu_offload_gb"] == 55
     assert items["failure/autotune-74-minutes"]["payload"]["conditions"]["autotune_minutes"] == 74
-    assert items["failure/boot-from-network-share"]["payload"]["conditions"]["boot_minutes_network_share"] == 92
-    assert items["note/draft-token-expert-prefetch"]["payload"]["numbers"] == {"predicted_pct": 3.16, "chance_pct": 3.12}
+    assert (
+        items["failure/boot-from-network-share"]["payload"]["conditions"]["boot_minutes_network_share"] == 92
+    )
+    assert items["note/draft-token-expert-prefetch"]["payload"]["numbers"] == {
+        "predicted_pct": 3.16,
+        "chance_pct": 3.12,
+    }
     assert items["note/verify-window-unique-experts"]["payload"]["numbers"]["unique_expert_multiplier"] == 3.7
     hot_cold = items["note/hot-cold-expert-placement"]["payload"]["numbers"]
-    assert (hot_cold["placed_read_gbps_low"], hot_cold["placed_read_gbps_high"], hot_cold["uva_read_gbps"]) == (90, 155, 340)
+    assert (
+        hot_cold["placed_read_gbps_low"],
+        hot_cold["placed_read_gbps_high"],
+        hot_cold["uva_read_gbps"],
+    ) == (90, 155, 340)
     layer = items["note/layer-copy-offload"]["payload"]["numbers"]
     assert (layer["layer_copy_tps"], layer["uva_tps"]) == (3.3, 85)
     assert items["result/morning-replay-reruns"]["payload"]["metrics"] == {
-        "run1_output_tps": 90.0, "run2_output_tps": 119.0, "run3_output_tps": 124.0}
+        "run1_output_tps": 90.0,
+        "run2_output_tps": 119.0,
+        "run3_output_tps": 124.0,
+    }
     v14 = items["release/v14"]["payload"]
     assert v14["lane_title"] == "Sixty-K Agent"
     assert v14["image"] == {"ref": "vllm/vllm-openai:deepseekv41-flash-0909", "pinned": False}
@@ -78,7 +94,7 @@ def test_the_import_is_idempotent_and_finishes_a_partial_run(tmp_path):
 
 
 def test_redaction_leaves_the_seed_text_untouched(imported):
-    for item, entry in zip(seed_import.SEED_000, _by_item(imported).values()):
+    for item, entry in zip(seed_import.SEED_000, _by_item(imported).values(), strict=False):
         for key, value in item.payload.items():
             if isinstance(value, str):
                 assert entry["payload"][key] == value, key

@@ -37,7 +37,11 @@ def test_init_is_idempotent_and_open_requires_it(tmp_path):
     Ledger.init(tmp_path)
     marker = (tmp_path / "ledger" / "format.json").read_bytes()
     Ledger.init(tmp_path)
-    assert (tmp_path / "ledger" / "format.json").read_bytes() == marker == b'{"format":"recipe-ledger","version":1}\n'
+    assert (
+        (tmp_path / "ledger" / "format.json").read_bytes()
+        == marker
+        == b'{"format":"recipe-ledger","version":1}\n'
+    )
     assert "-text" in (tmp_path / "ledger" / ".gitattributes").read_text()
 
 
@@ -45,8 +49,15 @@ def test_an_appended_entry_has_every_envelope_field(ledger):
     entry = _note(ledger, "hello")
     Envelope.model_validate(entry)
     assert entry["kind"] == "note" and entry["writer"] == "box" and entry["ts"].endswith("Z")
-    assert entry["payload"] == {"schema_version": 1, "origin": {"how": "stated"}, "scripts": [], "artifacts": {},
-                                "text": "hello", "numbers": {}, "tags": []}
+    assert entry["payload"] == {
+        "schema_version": 1,
+        "origin": {"how": "stated"},
+        "scripts": [],
+        "artifacts": {},
+        "text": "hello",
+        "numbers": {},
+        "tags": [],
+    }
     assert load_payload("note", entry["payload"]) == NotePayload(text="hello")
 
 
@@ -54,7 +65,9 @@ def test_payload_models_are_strict_and_forbid_extra_fields():
     with pytest.raises(InputError, match="note colour: Extra inputs are not permitted"):
         validate_payload("note", {"schema_version": 1, "text": "x", "colour": "red"})
     with pytest.raises(InputError, match="failure minutes_lost"):
-        validate_payload("failure", {"subject": "s", "cause_class": "oom", "cause": "c", "minutes_lost": "12"})
+        validate_payload(
+            "failure", {"subject": "s", "cause_class": "oom", "cause": "c", "minutes_lost": "12"}
+        )
     with pytest.raises(InputError, match="failure cause_class"):
         validate_payload("failure", {"subject": "s", "cause_class": "bad luck", "cause": "c"})
     with pytest.raises(InputError, match="unknown entry kind 'rumour'"):
@@ -76,22 +89,27 @@ def test_older_payloads_are_upgraded_step_by_step_on_a_copy(monkeypatch):
 
     monkeypatch.setitem(models.MODELS, "note", NoteV2)
     monkeypatch.setattr(models, "_UPGRADES", {})
-    register_upgrade("note", 1)(lambda d: {**{k: v for k, v in d.items() if k != "text"}, "body": d["text"],
-                                           "schema_version": 2})
+    register_upgrade("note", 1)(
+        lambda d: {**{k: v for k, v in d.items() if k != "text"}, "body": d["text"], "schema_version": 2}
+    )
     stored = {"schema_version": 1, "text": "old words"}
     assert load_payload("note", stored) == NoteV2(body="old words")
     assert stored == {"schema_version": 1, "text": "old words"}
 
 
 def test_a_payload_newer_than_the_tool_is_refused_clearly():
-    with pytest.raises(StateError, match="note payload schema_version 3 is newer than this tool reads \\(1\\)"):
+    with pytest.raises(
+        StateError, match="note payload schema_version 3 is newer than this tool reads \\(1\\)"
+    ):
         load_payload("note", {"schema_version": 3, "text": "from the future"})
     with pytest.raises(StateError, match="unknown entry kind 'verdict'"):
         load_payload("verdict", {"schema_version": 1})
 
 
 def test_a_one_megabyte_note_is_refused_with_the_limit_and_nothing_is_written(ledger):
-    with pytest.raises(InputError, match="note entry would be 1,048,[0-9]{3} bytes; the limit is 16,384") as info:
+    with pytest.raises(
+        InputError, match="note entry would be 1,048,[0-9]{3} bytes; the limit is 16,384"
+    ) as info:
         _note(ledger, "x" * 1_048_576)
     assert "content hash" in info.value.hint
     assert not (ledger.dir / "box.jsonl").exists()
@@ -129,13 +147,19 @@ def test_retraction_folds_the_target_to_retracted_and_leaves_it_byte_for_byte(le
     result = ledger.append("result", {"subject": "lane", "metrics": {"tps": 124.0}}, writer="box", git=None)
     evidence = _note(ledger, "re-ran it three times")
     before = (ledger.dir / "box.jsonl").read_bytes()
-    notice = actions.retract(ledger, result["id"][:6], reason="not reproducible", evidence=[evidence["id"]],
-                             writer="box", git=None)
+    notice = actions.retract(
+        ledger, result["id"][:6], reason="not reproducible", evidence=[evidence["id"]], writer="box", git=None
+    )
     assert (ledger.dir / "box.jsonl").read_bytes().startswith(before)
-    assert notice["refs"] == [{"rel": "retracts", "id": result["id"]}, {"rel": "evidence", "id": evidence["id"]}]
+    assert notice["refs"] == [
+        {"rel": "retracts", "id": result["id"]},
+        {"rel": "evidence", "id": evidence["id"]},
+    ]
     statuses = fold_statuses(ledger.entries())
     assert statuses[result["id"]] == "retracted" and statuses[notice["id"]] == "active"
-    assert [(rel, e["id"]) for rel, e in referrers(ledger.entries(), result["id"])] == [("retracts", notice["id"])]
+    assert [(rel, e["id"]) for rel, e in referrers(ledger.entries(), result["id"])] == [
+        ("retracts", notice["id"])
+    ]
     assert [e["id"] for e, _ in query(ledger, status="retracted")] == [result["id"]]
 
 
@@ -152,7 +176,9 @@ def test_retracting_a_retraction_or_retracting_twice_is_refused(ledger):
 
 def test_supersession_and_reproduction_fold_and_a_retracted_claim_counts_for_nothing(ledger):
     v1 = ledger.append("release", {"lane": "l", "version": "v1"}, writer="box", git=None)
-    v2 = ledger.append("release", {"lane": "l", "version": "v2", "supersedes": v1["id"]}, writer="box", git=None)
+    v2 = ledger.append(
+        "release", {"lane": "l", "version": "v2", "supersedes": v1["id"]}, writer="box", git=None
+    )
     ledger.append("reproduction", {"target": v2["id"], "outcome": "reproduced"}, writer="box", git=None)
     statuses = fold_statuses(ledger.entries())
     assert (statuses[v1["id"]], statuses[v2["id"]]) == ("superseded", "reproduced")
@@ -179,11 +205,22 @@ def test_writer_names_must_be_file_safe(ledger, monkeypatch):
 
 
 def test_failure_payload_keeps_cause_class_and_a_bounded_log_tail(ledger):
-    entry = ledger.append("failure", {"subject": "s", "cause_class": "oom", "cause": "CUDA out of memory",
-                                      "log_tail": "torch.OutOfMemoryError: ..."}, writer="box", git=None)
+    entry = ledger.append(
+        "failure",
+        {
+            "subject": "s",
+            "cause_class": "oom",
+            "cause": "CUDA out of memory",
+            "log_tail": "torch.OutOfMemoryError: ...",
+        },
+        writer="box",
+        git=None,
+    )
     assert load_payload("failure", entry["payload"]).cause_class == "oom"
     with pytest.raises(InputError, match="log_tail"):
-        validate_payload("failure", {"subject": "s", "cause_class": "oom", "cause": "c", "log_tail": "x" * 5000})
+        validate_payload(
+            "failure", {"subject": "s", "cause_class": "oom", "cause": "c", "log_tail": "x" * 5000}
+        )
 
 
 def test_summaries_are_one_line(ledger):

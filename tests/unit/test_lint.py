@@ -53,7 +53,9 @@ def test_a_clean_recipe_has_no_warnings(root):
 
 
 def test_flag_written_two_ways(root):
-    warnings = lint(root, """\
+    warnings = lint(
+        root,
+        """\
         hardware_overrides:
           hopper:
             extra_args:
@@ -62,26 +64,32 @@ def test_flag_written_two_ways(root):
             extra_args:
               - "--max-num-seqs"
               - "16"
-        """)
+        """,
+    )
     assert codes(warnings) == ["flag-written-two-ways"]
     assert warnings[0].where.endswith("t.yaml:18")  # the "--max-num-seqs=8" item
     assert "hardware_overrides.amd.extra_args[0]" in warnings[0].message
 
 
 def test_offload_glob_matches_nothing(root):
-    warnings = lint(root, """\
+    warnings = lint(
+        root,
+        """\
         hardware_overrides:
           blackwell:
             extra_args:
               - "--cpu-offload-params"
               - "experts.*"
-        """)
+        """,
+    )
     assert codes(warnings) == ["offload-pattern-glob"]
     assert "experts.*" in warnings[0].message
 
 
 def test_offload_pattern_checked_against_memory_param_names(root):
-    warnings = lint(root, """\
+    warnings = lint(
+        root,
+        """\
         hardware_overrides:
           blackwell:
             extra_args:
@@ -95,25 +103,31 @@ def test_offload_pattern_checked_against_memory_param_names(root):
               stored_gib: 10
               offload: uva
               param_names: ["model.layers.{i}.ffn.routed_experts.w2_weight"]
-        """)
+        """,
+    )
     assert codes(warnings) == ["offload-pattern-unmatched"]
     assert "'experts'" in warnings[0].message
 
 
 def test_unknown_hardware_and_strategy(root):
-    warnings = lint(root, """\
+    warnings = lint(
+        root,
+        """\
         hardware_overrides:
           h2000:
             extra_args: ["--x"]
         strategy_overrides:
           single_node_tpp:
             tp: 2
-        """)
+        """,
+    )
     assert sorted(codes(warnings)) == ["unknown-hardware", "unknown-strategy"]
 
 
 def test_conflicting_features_on_by_default(root):
-    warnings = lint(root, """\
+    warnings = lint(
+        root,
+        """\
         features:
           text_only:
             description: "Skip the vision encoder. Mutually exclusive with encoder_parallel."
@@ -122,12 +136,15 @@ def test_conflicting_features_on_by_default(root):
           encoder_parallel:
             description: "Data-parallel encoder."
             args: ["--mm-encoder-tp-mode", "data"]
-        """)
+        """,
+    )
     assert codes(warnings) == ["conflicting-defaults"]
 
 
 def test_prose_conflict_without_the_field_is_pointed_out(root):
-    warnings = lint(root, """\
+    warnings = lint(
+        root,
+        """\
         features:
           text_only:
             description: "Skip the vision encoder. Mutually exclusive with encoder_parallel."
@@ -136,7 +153,8 @@ def test_prose_conflict_without_the_field_is_pointed_out(root):
             description: "Data-parallel encoder."
             args: ["--mm-encoder-tp-mode", "data"]
         opt_in_features: [text_only]
-        """)
+        """,
+    )
     assert codes(warnings) == ["conflict-undeclared"]
 
 
@@ -170,11 +188,14 @@ def test_exact_gpu_override_shadowed_by_a_generation_block(root):
 
 
 def test_generation_block_hides_the_nvidia_fallback(root):
-    warnings = lint_all(root, """\
+    warnings = lint_all(
+        root,
+        """\
         hardware_overrides:
           nvidia:
             extra_env: {A: "1"}
           hopper: {}
-        """)
+        """,
+    )
     assert [w.code for w in warnings] == ["generation-hides-nvidia"]
     assert warnings[0].where.endswith("t.yaml:18")

@@ -28,23 +28,32 @@ def test_module_imports_without_torch(mtm):
 def test_defaults(mtm, tmp_path):
     args = mtm.parse_args([str(tmp_path / "m")])
     assert mtm.model_args(args) == {
-        "hidden": 512, "layers": 4, "heads": 8, "vocab": 1024,
-        "intermediate": 1024, "max_position": 2048, "seed": 0,
+        "hidden": 512,
+        "layers": 4,
+        "heads": 8,
+        "vocab": 1024,
+        "intermediate": 1024,
+        "max_position": 2048,
+        "seed": 0,
     }
 
 
 def test_overrides_and_derived_intermediate(mtm, tmp_path):
-    args = mtm.parse_args([str(tmp_path), "--hidden", "128", "--layers", "2", "--heads", "4",
-                           "--vocab", "512", "--seed", "7"])
+    args = mtm.parse_args(
+        [str(tmp_path), "--hidden", "128", "--layers", "2", "--heads", "4", "--vocab", "512", "--seed", "7"]
+    )
     assert (args.hidden, args.layers, args.heads, args.vocab, args.seed) == (128, 2, 4, 512, 7)
     assert args.intermediate == 256
 
 
-@pytest.mark.parametrize("bad", [
-    ["--hidden", "100", "--heads", "8"],   # not a multiple
-    ["--vocab", "200"],                    # below the byte alphabet
-    ["--layers", "0"],
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--hidden", "100", "--heads", "8"],  # not a multiple
+        ["--vocab", "200"],  # below the byte alphabet
+        ["--layers", "0"],
+    ],
+)
 def test_rejects_bad_arguments(mtm, tmp_path, bad):
     with pytest.raises(SystemExit):
         mtm.parse_args([str(tmp_path)] + bad)
@@ -67,12 +76,12 @@ def test_manifest_round_trip_and_staleness(mtm, tmp_path):
     assert set(manifest["files"]) == {"config.json", "model.safetensors"}
     assert mtm.is_up_to_date(d, margs)
 
-    assert not mtm.is_up_to_date(d, {**margs, "seed": 1})           # other arguments
+    assert not mtm.is_up_to_date(d, {**margs, "seed": 1})  # other arguments
     (d / "model.safetensors").write_bytes(b"tampered")
-    assert not mtm.is_up_to_date(d, margs)                           # changed file
+    assert not mtm.is_up_to_date(d, margs)  # changed file
     (d / "model.safetensors").unlink()
-    assert not mtm.is_up_to_date(d, margs)                           # missing file
-    assert not mtm.is_up_to_date(tmp_path / "absent", margs)         # no directory
+    assert not mtm.is_up_to_date(d, margs)  # missing file
+    assert not mtm.is_up_to_date(tmp_path / "absent", margs)  # no directory
 
 
 def test_manifest_is_deterministic(mtm, tmp_path):

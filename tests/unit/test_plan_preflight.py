@@ -27,8 +27,11 @@ def test_abba_spreads_each_arm_over_the_run():
 
 def test_overrides_replace_flags_instead_of_duplicating_them():
     argv = ["vllm", "serve", "m", "--max-num-seqs", "8", "--enforce-eager", "--x=1"]
-    out, env = apply_overrides(argv, {"A": "1"}, Overrides(args=["--max-num-seqs", "1"], env={"B": "2"},
-                                                            remove_args=["--enforce-eager", "--x"]))
+    out, env = apply_overrides(
+        argv,
+        {"A": "1"},
+        Overrides(args=["--max-num-seqs", "1"], env={"B": "2"}, remove_args=["--enforce-eager", "--x"]),
+    )
     assert out == ["vllm", "serve", "m", "--max-num-seqs", "1"]
     assert env == {"A": "1", "B": "2"}
 
@@ -67,12 +70,20 @@ def test_a_model_on_a_network_share_is_refused(monkeypatch, tmp_path):
 def test_autotune_fingerprint_ignores_serving_only_flags():
     base = ["vllm", "serve", "m", "--max-num-seqs", "16", "--port", "1"]
     assert preflight.autotune_fingerprint(base) == preflight.autotune_fingerprint(base[:-1] + ["2"])
-    assert preflight.autotune_fingerprint(base) != preflight.autotune_fingerprint(base[:4] + ["24"] + base[5:])
+    assert preflight.autotune_fingerprint(base) != preflight.autotune_fingerprint(
+        base[:4] + ["24"] + base[5:]
+    )
 
 
 def test_a_new_flag_set_is_announced_once(tmp_path):
-    arm = ArmPlan("control", ["vllm", "serve", "m", "--max-num-seqs", "16"], {"VLLM_CACHE_ROOT": str(tmp_path)},
-                  "x", None, "m")
+    arm = ArmPlan(
+        "control",
+        ["vllm", "serve", "m", "--max-num-seqs", "16"],
+        {"VLLM_CACHE_ROOT": str(tmp_path)},
+        "x",
+        None,
+        "m",
+    )
     assert "new to the kernel cache" in preflight.check_autotune_cache(arm)
     preflight.remember_flagset(arm)
     assert preflight.check_autotune_cache(arm) is None
@@ -106,11 +117,14 @@ def _release_spec(tmp_path, launcher: str, release: str):
     import json
 
     spec = {
-        "name": "vs-release", "hypothesis": "h", "box": "cpu-only",
+        "name": "vs-release",
+        "hypothesis": "h",
+        "box": "cpu-only",
         "server": {"launcher": launcher, "port": 8200},
         "control": {"release": release, "overrides": {"args": ["--max-num-seqs", "2"]}},
         "candidates": {"now": {"argv": ["vllm", "serve", "/m"]}},
-        "instruments": [{"name": "bench", "kind": "vllm_bench_serve"}], "points": [4],
+        "instruments": [{"name": "bench", "kind": "vllm_bench_serve"}],
+        "points": [4],
         "bars": [{"metric": "output_tps_total", "point": 4, "direction": "higher", "min_effect": 0.1}],
     }
     path = tmp_path / "x.yaml"
@@ -121,14 +135,29 @@ def _release_spec(tmp_path, launcher: str, release: str):
 def test_a_release_arm_launches_what_the_release_pinned(tmp_path):
     from recipe_ledger.pipeline.plan import ReleaseLaunch
 
-    pinned = ReleaseLaunch(["vllm", "serve", "/model", "--port", "8124", "--max-num-seqs", "8"],
-                           {"VLLM_TARGET_DEVICE": "cpu"}, "127.0.0.1:5000/x@sha256:" + "a" * 64, ".cache/tiny-model")
+    pinned = ReleaseLaunch(
+        ["vllm", "serve", "/model", "--port", "8124", "--max-num-seqs", "8"],
+        {"VLLM_TARGET_DEVICE": "cpu"},
+        "127.0.0.1:5000/x@sha256:" + "a" * 64,
+        ".cache/tiny-model",
+    )
     spec = _release_spec(tmp_path, "docker", "tiny-cpu@v1")
-    plan = plan_run(spec, load_experiment(spec), RecipeRoot(REPO / "recipes"), tmp_path,
-                    release_lookup=lambda ref: pinned)
+    plan = plan_run(
+        spec, load_experiment(spec), RecipeRoot(REPO / "recipes"), tmp_path, release_lookup=lambda ref: pinned
+    )
     control = plan.arms["control"]
     assert control.image == pinned.image and control.source == "release tiny-cpu@v1"
-    assert control.argv == ["vllm", "serve", "/model", "--max-num-seqs", "2", "--host", "127.0.0.1", "--port", "8200"]
+    assert control.argv == [
+        "vllm",
+        "serve",
+        "/model",
+        "--max-num-seqs",
+        "2",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8200",
+    ]
     assert control.env == {"VLLM_TARGET_DEVICE": "cpu"}
 
 
@@ -139,7 +168,13 @@ def test_a_release_served_from_an_image_needs_the_docker_launcher(tmp_path):
     pinned = ReleaseLaunch(["vllm", "serve", "/model"], {}, "img@sha256:" + "b" * 64, None)
     spec = _release_spec(tmp_path, "process", "tiny-cpu@v1")
     with pytest.raises(InputError, match="set server.launcher: docker"):
-        plan_run(spec, load_experiment(spec), RecipeRoot(REPO / "recipes"), tmp_path, release_lookup=lambda r: pinned)
+        plan_run(
+            spec,
+            load_experiment(spec),
+            RecipeRoot(REPO / "recipes"),
+            tmp_path,
+            release_lookup=lambda r: pinned,
+        )
 
 
 def test_an_imported_release_without_argv_is_refused_by_name(tmp_path):
@@ -150,7 +185,13 @@ def test_an_imported_release_without_argv_is_refused_by_name(tmp_path):
     assert launch.argv == [] and launch.image is None  # v14's image is a tag: unpinned
     spec = _release_spec(tmp_path, "process", "sixty-k-agent@v14")
     with pytest.raises(InputError, match="sixty-k-agent@v14 records no launch argv"):
-        plan_run(spec, load_experiment(spec), RecipeRoot(REPO / "recipes"), tmp_path, release_lookup=lambda r: launch)
+        plan_run(
+            spec,
+            load_experiment(spec),
+            RecipeRoot(REPO / "recipes"),
+            tmp_path,
+            release_lookup=lambda r: launch,
+        )
 
 
 def test_a_release_published_from_a_tag_launches_its_digest_not_the_tag():
@@ -158,8 +199,13 @@ def test_a_release_published_from_a_tag_launches_its_digest_not_the_tag():
     from recipe_ledger.releases import catalog
 
     digest = "sha256:" + "ab" * 32
-    payload = ReleasePayload.model_validate({
-        "lane": "lane", "version": "v1", "argv": ["vllm", "serve", "/m"],
-        "image": {"ref": "127.0.0.1:5000/x/y:moving", "digest": digest, "pinned": True}})
+    payload = ReleasePayload.model_validate(
+        {
+            "lane": "lane",
+            "version": "v1",
+            "argv": ["vllm", "serve", "/m"],
+            "image": {"ref": "127.0.0.1:5000/x/y:moving", "digest": digest, "pinned": True},
+        }
+    )
     release = catalog.Release(entry={"id": "e" * 64}, payload=payload, status="active")
     assert catalog.launch_of(release).image == f"127.0.0.1:5000/x/y@{digest}"

@@ -16,17 +16,41 @@ GOLDEN = REPO / "tests" / "golden"
 
 # The exact command of release "Sixty-K Agent" v14, as seed 000 prints it (server flags only).
 V14_FLAGS = [
-    "--model", "/model", "--served-model-name", "dsv41-flash-uva", "--trust-remote-code",
-    "--tensor-parallel-size", "1",
-    "--offload-backend", "uva", "--cpu-offload-gb", "60",
-    "--cpu-offload-params", "routed_experts.w13_weight", "routed_experts.w2_weight",
-    "--engram-config", '{"cpu_offload": true}',
+    "--model",
+    "/model",
+    "--served-model-name",
+    "dsv41-flash-uva",
+    "--trust-remote-code",
+    "--tensor-parallel-size",
+    "1",
+    "--offload-backend",
+    "uva",
+    "--cpu-offload-gb",
+    "60",
+    "--cpu-offload-params",
+    "routed_experts.w13_weight",
+    "routed_experts.w2_weight",
+    "--engram-config",
+    '{"cpu_offload": true}',
     "--speculative-config",
     '{"method":"dspark","num_speculative_tokens":5,"num_speculative_tokens_per_batch_size":[[1,4,5],[5,16,1]]}',
-    "--max-model-len", "1048576", "--max-num-seqs", "16", "--max-num-batched-tokens", "8192",
-    "--gpu-memory-utilization", "0.97", "--long-prefill-token-threshold", "6144",
-    "--tool-call-parser", "deepseek_v41", "--reasoning-parser", "deepseek_v41", "--enable-auto-tool-choice",
-    "--port", "30006",
+    "--max-model-len",
+    "1048576",
+    "--max-num-seqs",
+    "16",
+    "--max-num-batched-tokens",
+    "8192",
+    "--gpu-memory-utilization",
+    "0.97",
+    "--long-prefill-token-threshold",
+    "6144",
+    "--tool-call-parser",
+    "deepseek_v41",
+    "--reasoning-parser",
+    "deepseek_v41",
+    "--enable-auto-tool-choice",
+    "--port",
+    "30006",
 ]
 
 
@@ -50,8 +74,20 @@ def check_golden(name: str, text: str) -> None:
 @pytest.mark.parametrize(
     ("golden", "args"),
     [
-        ("dsv41-station-v14-features.txt", ["deepseek-v4.1-flash", "-H", "dgx_station_gb300",
-                                            "-f", "spec_decoding", "-f", "tool_calling", "-f", "reasoning"]),
+        (
+            "dsv41-station-v14-features.txt",
+            [
+                "deepseek-v4.1-flash",
+                "-H",
+                "dgx_station_gb300",
+                "-f",
+                "spec_decoding",
+                "-f",
+                "tool_calling",
+                "-f",
+                "reasoning",
+            ],
+        ),
         ("dsv41-h200-defaults.txt", ["deepseek-v4.1-flash", "-H", "h200"]),
         ("dsv41-station-docker.txt", ["deepseek-v4.1-flash", "-H", "dgx_station_gb300", "--docker"]),
         ("tiny-qwen2-cpu.txt", ["tiny-qwen2"]),
@@ -68,13 +104,34 @@ def _values(argv):
 
 
 def test_recipe_and_release_v14_agree_except_where_the_recipe_moved_on():
-    result = run("recipe", "command", "deepseek-v4.1-flash", "-H", "dgx_station_gb300", "--json",
-                 "-f", "spec_decoding", "-f", "tool_calling", "-f", "reasoning")
+    result = run(
+        "recipe",
+        "command",
+        "deepseek-v4.1-flash",
+        "-H",
+        "dgx_station_gb300",
+        "--json",
+        "-f",
+        "spec_decoding",
+        "-f",
+        "tool_calling",
+        "-f",
+        "reasoning",
+    )
     recipe, v14 = _values(json.loads(result.output)["argv"]), _values(V14_FLAGS)
-    shared = ["--tensor-parallel-size", "--offload-backend", "--cpu-offload-gb", "--cpu-offload-params",
-              "--max-model-len", "--max-num-batched-tokens", "--gpu-memory-utilization",
-              "--long-prefill-token-threshold", "--tool-call-parser", "--reasoning-parser",
-              "--enable-auto-tool-choice"]
+    shared = [
+        "--tensor-parallel-size",
+        "--offload-backend",
+        "--cpu-offload-gb",
+        "--cpu-offload-params",
+        "--max-model-len",
+        "--max-num-batched-tokens",
+        "--gpu-memory-utilization",
+        "--long-prefill-token-threshold",
+        "--tool-call-parser",
+        "--reasoning-parser",
+        "--enable-auto-tool-choice",
+    ]
     for flag in shared:
         assert recipe[flag] == v14[flag], flag
     assert json.loads(recipe["--engram-config"][0]) == json.loads(v14["--engram-config"][0])
@@ -88,12 +145,14 @@ def test_recipe_and_release_v14_agree_except_where_the_recipe_moved_on():
 def test_defaults_follow_the_site():
     result = run("recipe", "command", "deepseek-v4.1-flash", "-H", "dgx_station_gb300", "--json")
     argv = json.loads(result.output)["argv"]
-    assert "--mm-encoder-tp-mode" in argv          # encoder_parallel is on unless opted out
-    assert "--speculative-config" not in argv      # spec_decoding is opt-in
+    assert "--mm-encoder-tp-mode" in argv  # encoder_parallel is on unless opted out
+    assert "--speculative-config" not in argv  # spec_decoding is opt-in
 
 
 def test_conflicting_features_warn_on_stderr():
-    result = run("recipe", "command", "deepseek-v4.1-flash", "-H", "h200", "-f", "text_only", "-f", "encoder_parallel")
+    result = run(
+        "recipe", "command", "deepseek-v4.1-flash", "-H", "h200", "-f", "text_only", "-f", "encoder_parallel"
+    )
     assert result.exit_code == 0
     assert "mutually exclusive" in result.stderr
 
@@ -124,11 +183,15 @@ def test_wrong_type(broken_root):
     path = broken_root / "models" / "recipe-ledger" / "tiny-qwen2.yaml"
     path.write_text(path.read_text().replace("vram_minimum_gb: 0.1", 'vram_minimum_gb: "lots"'))
     result = run("recipe", "command", "tiny-qwen2", "--root", str(broken_root))
-    _one_line_error(result, "tiny-qwen2.yaml:59:", 'variants.default.vram_minimum_gb: expected a number, got "lots"')
+    _one_line_error(
+        result, "tiny-qwen2.yaml:59:", 'variants.default.vram_minimum_gb: expected a number, got "lots"'
+    )
 
 
 def test_unknown_hardware():
-    _one_line_error(run("recipe", "command", "tiny-qwen2", "-H", "h2000"), "unknown hardware id 'h2000'", "h200")
+    _one_line_error(
+        run("recipe", "command", "tiny-qwen2", "-H", "h2000"), "unknown hardware id 'h2000'", "h200"
+    )
 
 
 def test_missing_recipe_file():
@@ -141,7 +204,9 @@ def test_unknown_feature():
 
 def test_fit_reproduces_the_station_ladder():
     for offload, fits in ((40, False), (55, False), (60, True), (70, True)):
-        result = run("fit", "deepseek-v4.1-flash", "--box", "dgx-station-gb300", "--offload-gb", str(offload), "--json")
+        result = run(
+            "fit", "deepseek-v4.1-flash", "--box", "dgx-station-gb300", "--offload-gb", str(offload), "--json"
+        )
         assert result.exit_code == 0, result.output
         assert json.loads(result.output)["fits"] is fits, offload
 

@@ -24,8 +24,10 @@ def test_project_recipes_validate():
     assert "cpu_x86" in root.taxonomy.hardware_profiles
 
 
-@pytest.mark.parametrize("name", ["deepseek-v4.1-flash", "deepseek-ai/DeepSeek-V4.1-Flash",
-                                  "models/deepseek-ai/DeepSeek-V4.1-Flash.yaml"])
+@pytest.mark.parametrize(
+    "name",
+    ["deepseek-v4.1-flash", "deepseek-ai/DeepSeek-V4.1-Flash", "models/deepseek-ai/DeepSeek-V4.1-Flash.yaml"],
+)
 def test_a_recipe_is_found_by_slug_name_or_path(name):
     assert RecipeRoot(PROJECT_RECIPES).load(name).recipe.meta.slug == "deepseek-v4.1-flash"
 

@@ -42,8 +42,11 @@ def _describe_mismatch(name: str, number: int, case: dict, expected: dict, got: 
     exp, act = expected.get("result", expected), got.get("result", got)
     for key in list(dict.fromkeys([*exp, *act])):
         if exp.get(key) != act.get(key):
-            lines += [f"  {key}:", f"    expected {json.dumps(exp.get(key))[:600]}",
-                      f"    got      {json.dumps(act.get(key))[:600]}"]
+            lines += [
+                f"  {key}:",
+                f"    expected {json.dumps(exp.get(key))[:600]}",
+                f"    got      {json.dumps(act.get(key))[:600]}",
+            ]
     if list(exp) != list(act):
         lines.append(f"  key order: expected {list(exp)} got {list(act)}")
     return "\n".join(lines)
@@ -68,8 +71,10 @@ def test_the_cli_batch_prints_the_reference_lines(compat_dir: Path, tmp_path: Pa
     batch.write_text("\n".join(json.dumps(c) for c in cases) + "\n", encoding="utf-8")
     out = CliRunner().invoke(render, ["--batch", str(batch), "--root", str(compat_dir / "vllm-recipes")])
     assert out.exit_code == 0, out.output
-    expected = [json.dumps({"result": json.loads(line)["result"]}, separators=(",", ":"), ensure_ascii=False)
-                for line in lines]
+    expected = [
+        json.dumps({"result": json.loads(line)["result"]}, separators=(",", ":"), ensure_ascii=False)
+        for line in lines
+    ]
     assert out.output.splitlines() == expected
 
 
@@ -92,29 +97,43 @@ def test_a_missing_root_is_input_error(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------
 # Focused semantics on small inline recipes.
 
-TAXONOMY = {"hardware_profiles": {
-    "h200": {"brand": "NVIDIA", "generation": "hopper", "gpu_count": 8, "vram_gb": 1128},
-    "b200": {"brand": "NVIDIA", "generation": "blackwell", "gpu_count": 8, "vram_gb": 1440},
-    "mi300x": {"brand": "AMD", "generation": "amd", "gpu_count": 8, "vram_gb": 1536},
-}}
+TAXONOMY = {
+    "hardware_profiles": {
+        "h200": {"brand": "NVIDIA", "generation": "hopper", "gpu_count": 8, "vram_gb": 1128},
+        "b200": {"brand": "NVIDIA", "generation": "blackwell", "gpu_count": 8, "vram_gb": 1440},
+        "mi300x": {"brand": "AMD", "generation": "amd", "gpu_count": 8, "vram_gb": 1536},
+    }
+}
 STRATEGIES = {
-    "single_node_tp": {"name": "single_node_tp", "deploy_type": "single_node", "vllm_args": [],
-                       "parallel_flag": "--tensor-parallel-size"},
-    "multi_node_tp": {"name": "multi_node_tp", "deploy_type": "multi_node", "vllm_args": [],
-                      "env": {"NCCL_SOCKET_IFNAME": "$IFACE_NAME"}},
+    "single_node_tp": {
+        "name": "single_node_tp",
+        "deploy_type": "single_node",
+        "vllm_args": [],
+        "parallel_flag": "--tensor-parallel-size",
+    },
+    "multi_node_tp": {
+        "name": "multi_node_tp",
+        "deploy_type": "multi_node",
+        "vllm_args": [],
+        "env": {"NCCL_SOCKET_IFNAME": "$IFACE_NAME"},
+    },
 }
 
 
 def _recipe(**extra) -> dict:
-    base = {"model": {"model_id": "org/m", "base_args": ["--max-model-len", "4096"]},
-            "variants": {"default": {"precision": "bf16", "vram_minimum_gb": 2000}},
-            "features": {}, "compatible_strategies": ["single_node_tp", "multi_node_tp"]}
+    base = {
+        "model": {"model_id": "org/m", "base_args": ["--max-model-len", "4096"]},
+        "variants": {"default": {"precision": "bf16", "vram_minimum_gb": 2000}},
+        "features": {},
+        "compatible_strategies": ["single_node_tp", "multi_node_tp"],
+    }
     return {**base, **extra}
 
 
 def _argv(recipe: dict, hw: str = "h200", features=(), strategy="single_node_tp", nodes=1) -> list:
-    result = resolve.resolve_command(recipe, "default", strategy, hw, list(features), STRATEGIES, TAXONOMY,
-                                     nodes)
+    result = resolve.resolve_command(
+        recipe, "default", strategy, hw, list(features), STRATEGIES, TAXONOMY, nodes
+    )
     return result["argv"] if "argv" in result else result["head_argv"]
 
 
@@ -153,25 +172,40 @@ def test_an_empty_generation_block_hides_the_nvidia_fallback() -> None:
 
 
 def test_strategy_generation_block_replaces_recipe_and_variant_blocks() -> None:
-    recipe = _recipe(hardware_overrides={"hopper": {"extra_args": ["--recipe-hopper"]}},
-                     strategy_overrides={"single_node_tp": {"hardware_overrides": {
-                         "hopper": {"extra_args": ["--strategy-hopper"]},
-                         "h200": {"extra_args": ["--exact-h200"]}}}})
+    recipe = _recipe(
+        hardware_overrides={"hopper": {"extra_args": ["--recipe-hopper"]}},
+        strategy_overrides={
+            "single_node_tp": {
+                "hardware_overrides": {
+                    "hopper": {"extra_args": ["--strategy-hopper"]},
+                    "h200": {"extra_args": ["--exact-h200"]},
+                }
+            }
+        },
+    )
     argv = _argv(recipe, "h200")
     assert "--recipe-hopper" not in argv and argv[-2:] == ["--strategy-hopper", "--exact-h200"]
 
 
 def test_explain_flags_names_the_winning_layer() -> None:
     recipe = _recipe(features={"long": {"args": ["--max-model-len", "65536"]}})
-    sel = resolve.Selection(recipe, "default", "single_node_tp", resolve.hardware_for(TAXONOMY, "h200"),
-                            ["long"], STRATEGIES, TAXONOMY)
+    sel = resolve.Selection(
+        recipe,
+        "default",
+        "single_node_tp",
+        resolve.hardware_for(TAXONOMY, "h200"),
+        ["long"],
+        STRATEGIES,
+        TAXONOMY,
+    )
     assert ("--max-model-len", "65536", "features.long") in resolve.explain_flags(sel)
     assert ("--tensor-parallel-size", "8", "strategy.parallelism") in resolve.explain_flags(sel)
 
 
 def test_multi_node_renders_one_worker_per_follower() -> None:
-    result = resolve.resolve_command(_recipe(), "default", "multi_node_tp", "h200", [], STRATEGIES,
-                                     TAXONOMY, 3)
+    result = resolve.resolve_command(
+        _recipe(), "default", "multi_node_tp", "h200", [], STRATEGIES, TAXONOMY, 3
+    )
     assert result["deploy_type"] == "multi_node" and len(result["worker_commands"]) == 2
     assert "--node-rank 2" in result["worker_commands"][1] and "--headless" in result["worker_commands"][1]
     assert result["head_argv"][5:7] == ["--tensor-parallel-size", "24"]

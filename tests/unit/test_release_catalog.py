@@ -58,10 +58,17 @@ def test_a_release_is_verified_exactly_when_it_gives_no_reason_against_it():
 def test_the_imported_lane_is_listed_with_its_status_and_v14_unpinned(seeded):
     found = catalog.releases(Ledger.open(seeded))
     assert [(r.payload.version, r.verification, r.status) for r in found] == [
-        ("v12", "imported", "superseded"), ("v13", "imported", "superseded"), ("v14", "imported", "active")]
+        ("v12", "imported", "superseded"),
+        ("v13", "imported", "superseded"),
+        ("v14", "imported", "active"),
+    ]
     v14 = catalog.summary(found[-1])
-    assert v14["pins"]["image"] == {"ref": "vllm/vllm-openai:deepseekv41-flash-0909", "digest": None,
-                                    "image_id": None, "state": "unpinned"}
+    assert v14["pins"]["image"] == {
+        "ref": "vllm/vllm-openai:deepseekv41-flash-0909",
+        "digest": None,
+        "image_id": None,
+        "state": "unpinned",
+    }
     assert v14["imported"] is True and v14["status"] == "imported"
 
 
@@ -70,7 +77,10 @@ def test_release_list_json_prints_lane_version_status_and_pins(seeded):
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in result.output.splitlines()]
     assert [(r["lane"], r["version"], r["status"]) for r in rows] == [
-        ("sixty-k-agent", "v12", "imported"), ("sixty-k-agent", "v13", "imported"), ("sixty-k-agent", "v14", "imported")]
+        ("sixty-k-agent", "v12", "imported"),
+        ("sixty-k-agent", "v13", "imported"),
+        ("sixty-k-agent", "v14", "imported"),
+    ]
     assert rows[-1]["pins"]["image"]["state"] == "unpinned"
 
 
@@ -88,7 +98,10 @@ def test_diff_shows_the_k_schedule_flags_and_numbers_side_by_side(seeded):
     assert rows[("k-schedule", "speculation")].a == "none"
     assert rows[("k-schedule", "speculation")].b == "dspark k=5; batch 1-4: k=5, batch 5-16: k=1"
     assert rows[("flags", "--cpu-offload-gb")].same and rows[("flags", "--cpu-offload-gb")].a == "60"
-    assert rows[("numbers", "gain_vs_off70_pct_low")].a == "12" and rows[("numbers", "gain_vs_off70_pct_low")].b == "-"
+    assert (
+        rows[("numbers", "gain_vs_off70_pct_low")].a == "12"
+        and rows[("numbers", "gain_vs_off70_pct_low")].b == "-"
+    )
     result = cli(seeded, "release", "diff", "sixty-k-agent@v13", "sixty-k-agent@v14", "--changes", "--json")
     assert result.exit_code == 0 and all(not json.loads(line)["same"] for line in result.output.splitlines())
 
@@ -106,11 +119,14 @@ def test_reproducing_an_imported_release_is_refused_naming_why(seeded):
     assert "no numbers linked to result entries (imported" in result.output
 
 
-@pytest.mark.parametrize(("image", "text"), [
-    (None, diff.ABSENT),
-    ({"ref": "vllm/vllm-openai:v1", "digest": None}, "vllm/vllm-openai:v1 (unpinned)"),
-    ({"ref": "r/x:1", "digest": "sha256:ab"}, "r/x:1 @ sha256:ab"),
-    ({"ref": "r/x@sha256:ab", "digest": "sha256:ab"}, "r/x@sha256:ab"),
-])
+@pytest.mark.parametrize(
+    ("image", "text"),
+    [
+        (None, diff.ABSENT),
+        ({"ref": "vllm/vllm-openai:v1", "digest": None}, "vllm/vllm-openai:v1 (unpinned)"),
+        ({"ref": "r/x:1", "digest": "sha256:ab"}, "r/x:1 @ sha256:ab"),
+        ({"ref": "r/x@sha256:ab", "digest": "sha256:ab"}, "r/x@sha256:ab"),
+    ],
+)
 def test_an_image_pin_is_shown_once_with_its_digest(image, text):
     assert diff.image_text(image) == text

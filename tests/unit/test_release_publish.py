@@ -45,10 +45,13 @@ class FakeDaemon:
     def __init__(self):
         self.images: list[ImageInfo] = []
 
-    def add(self, image_id: str, tags: list[str], repo_digests: list[str], labels: dict | None = None) -> None:
+    def add(
+        self, image_id: str, tags: list[str], repo_digests: list[str], labels: dict | None = None
+    ) -> None:
         self.images = [i for i in self.images if not set(i.tags) & set(tags)]  # a tag moves
-        self.images.append(ImageInfo(ref="", image_id=image_id, repo_digests=repo_digests, tags=tags,
-                                     labels=labels or {}))
+        self.images.append(
+            ImageInfo(ref="", image_id=image_id, repo_digests=repo_digests, tags=tags, labels=labels or {})
+        )
 
     def image_info(self, ref: str, client=None) -> ImageInfo:
         for image in self.images:
@@ -58,32 +61,58 @@ class FakeDaemon:
 
 
 def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args],
+        check=True,
+        capture_output=True,
+    )
 
 
 def experiment_doc(image: str) -> dict:
     argv = ["vllm", "serve", "/model", "--served-model-name", "tiny", "--enforce-eager"]
     return {
-        "name": "lane", "hypothesis": "batching beats one sequence at a time", "box": "cpu-only",
+        "name": "lane",
+        "hypothesis": "batching beats one sequence at a time",
+        "box": "cpu-only",
         "server": {"launcher": "docker", "image": image, "port": 8199},
         "control": {"argv": argv + ["--max-num-seqs", "1"], "env": {"VLLM_TARGET_DEVICE": "cpu"}},
         "candidates": {"lane": {"argv": argv, "env": {"VLLM_TARGET_DEVICE": "cpu"}}},
         "instruments": [{"name": "bench", "kind": "vllm_bench_serve", "options": {"tokenizer": ".cache/m"}}],
-        "points": [4], "repeats": 2,
-        "bars": [{"metric": "output_tps_total", "point": 4, "direction": "higher", "min_effect": 0.25,
-                  "agreement_threshold": 0.2}],
+        "points": [4],
+        "repeats": 2,
+        "bars": [
+            {
+                "metric": "output_tps_total",
+                "point": 4,
+                "direction": "higher",
+                "min_effect": 0.25,
+                "agreement_threshold": 0.2,
+            }
+        ],
         "calibration": {"repeats": 2},
     }
 
 
 def release_doc(**over) -> dict:
-    doc = {"lane": "tiny-cpu", "lane_title": "Tiny CPU", "version": "v1", "changes": ["first"],
-           "image": f"{REGISTRY_REPO}@{DIGEST}",
-           "model": {"name": "t/m", "path": ".cache/m", "container_path": "/model"},
-           "scripts": ["scripts/gen.py"],
-           "numbers": [{"name": "tps_c4", "metric": "output_tps_total", "point": 4, "arm": "lane",
-                        "experiment": "lane", "unit": "tok/s"}]}
+    doc = {
+        "lane": "tiny-cpu",
+        "lane_title": "Tiny CPU",
+        "version": "v1",
+        "changes": ["first"],
+        "image": f"{REGISTRY_REPO}@{DIGEST}",
+        "model": {"name": "t/m", "path": ".cache/m", "container_path": "/model"},
+        "scripts": ["scripts/gen.py"],
+        "numbers": [
+            {
+                "name": "tps_c4",
+                "metric": "output_tps_total",
+                "point": 4,
+                "arm": "lane",
+                "experiment": "lane",
+                "unit": "tok/s",
+            }
+        ],
+    }
     return {**doc, **over}
 
 
@@ -94,42 +123,94 @@ def write_release(repo: Path, name: str = "v1", **over) -> Path:
     return path
 
 
-def record_run(ledger: Ledger, repo: Path, spec: Path, samples: dict[str, list[float]] = SAMPLES,
-               run_id: str = RUN_ID) -> dict:
+def record_run(
+    ledger: Ledger, repo: Path, spec: Path, samples: dict[str, list[float]] = SAMPLES, run_id: str = RUN_ID
+) -> dict:
     """The calibration and result entries (and the run folder) `ledger run` leaves."""
     plan = plan_run(spec, load_experiment(spec), RecipeRoot(repo / "recipes"), repo)
     calibration = verdicts.calibrate({4: [100.0, 103.0]}, metric="output_tps_total")
-    cal = ledger.append("calibration", {
-        "instrument": "bench", "metric": "output_tps_total", "method": verdicts.METHOD,
-        "points": {k: p.model_dump() for k, p in calibration.points.items()},
-        "origin": {"how": "measured", "source": run_id}}, writer="box", git=None)
+    cal = ledger.append(
+        "calibration",
+        {
+            "instrument": "bench",
+            "metric": "output_tps_total",
+            "method": verdicts.METHOD,
+            "points": {k: p.model_dump() for k, p in calibration.points.items()},
+            "origin": {"how": "measured", "source": run_id},
+        },
+        writer="box",
+        git=None,
+    )
     run_dir = repo / "runs" / run_id
     run_dir.mkdir(parents=True)
-    rows = [PointRecord(arm, r + 1, 4, "bench", "vllm 0.32.0", r, {"output_tps_total": v}).to_json()
-            for arm, values in samples.items() for r, v in enumerate(values)]
+    rows = [
+        PointRecord(arm, r + 1, 4, "bench", "vllm 0.32.0", r, {"output_tps_total": v}).to_json()
+        for arm, values in samples.items()
+        for r, v in enumerate(values)
+    ]
     (run_dir / "measurements.jsonl").write_text("".join(row + "\n" for row in rows))
     digest = "sha256:" + hashlib.sha256((run_dir / "measurements.jsonl").read_bytes()).hexdigest()
-    medians = {f"{arm}.c4.output_tps_total": statistics.median(v)
-               for arm, v in samples.items()}
-    arms = {name: {"source": a.source, "fingerprint": a.fingerprint, "argv": a.argv, "env": a.env, "image": a.image}
-            for name, a in plan.arms.items()}
-    record = {"name": "lane", "spec": spec.relative_to(repo).as_posix(),
-              "spec_sha256": "sha256:" + hashlib.sha256(spec.read_bytes()).hexdigest(), "box": "cpu-only",
-              "run_id": run_id, "points": [4], "repeats": 2, "arms": arms, "calibration": cal["id"],
-              "host": host_fingerprint(),
-              "bars": [{"candidate": "lane", "metric": "output_tps_total", "point": 4, "direction": "higher",
-                        "min_effect": 0.25, "outcome": "win"}]}
-    return ledger.append("result", {
-        "subject": "lane", "metrics": medians, "experiment": record, "origin": {"how": "measured", "source": run_id},
-        "artifacts": {"measurements.jsonl": digest}, "scripts": ["scripts/gen.py"]}, writer="box", refs=[])
+    medians = {f"{arm}.c4.output_tps_total": statistics.median(v) for arm, v in samples.items()}
+    arms = {
+        name: {
+            "source": a.source,
+            "fingerprint": a.fingerprint,
+            "argv": a.argv,
+            "env": a.env,
+            "image": a.image,
+        }
+        for name, a in plan.arms.items()
+    }
+    record = {
+        "name": "lane",
+        "spec": spec.relative_to(repo).as_posix(),
+        "spec_sha256": "sha256:" + hashlib.sha256(spec.read_bytes()).hexdigest(),
+        "box": "cpu-only",
+        "run_id": run_id,
+        "points": [4],
+        "repeats": 2,
+        "arms": arms,
+        "calibration": cal["id"],
+        "host": host_fingerprint(),
+        "bars": [
+            {
+                "candidate": "lane",
+                "metric": "output_tps_total",
+                "point": 4,
+                "direction": "higher",
+                "min_effect": 0.25,
+                "outcome": "win",
+            }
+        ],
+    }
+    return ledger.append(
+        "result",
+        {
+            "subject": "lane",
+            "metrics": medians,
+            "experiment": record,
+            "origin": {"how": "measured", "source": run_id},
+            "artifacts": {"measurements.jsonl": digest},
+            "scripts": ["scripts/gen.py"],
+        },
+        writer="box",
+        refs=[],
+    )
 
 
 @pytest.fixture()
 def daemon(monkeypatch) -> FakeDaemon:
     fake = FakeDaemon()
     monkeypatch.setattr(images, "image_info", fake.image_info)
-    monkeypatch.setattr(images, "container_runtime", lambda client=None: {
-        "container_runtime": "docker 20.10.24", "oci_runtime": "runc", "storage_driver": "overlay2"})
+    monkeypatch.setattr(
+        images,
+        "container_runtime",
+        lambda client=None: {
+            "container_runtime": "docker 20.10.24",
+            "oci_runtime": "runc",
+            "storage_driver": "overlay2",
+        },
+    )
     return fake
 
 
@@ -152,13 +233,19 @@ def repo(tmp_path, daemon) -> Path:
     ledger = Ledger.init(root)
     record_run(ledger, root, root / "experiments" / "lane.yaml")
     model_hash = model_revision(root / ".cache" / "m")
-    daemon.add(IMAGE_ID, [f"{REGISTRY_REPO}:1"], [f"{REGISTRY_REPO}@{DIGEST}"],
-               {"org.recipe-ledger.model.sha256": model_hash})
+    daemon.add(
+        IMAGE_ID,
+        [f"{REGISTRY_REPO}:1"],
+        [f"{REGISTRY_REPO}@{DIGEST}"],
+        {"org.recipe-ledger.model.sha256": model_hash},
+    )
     return root
 
 
 def publish_v1(repo: Path, **over) -> dict:
-    return publish.publish(Ledger.open(repo), repo, write_release(repo, **over), "tiny-cpu", "v1", writer="box")
+    return publish.publish(
+        Ledger.open(repo), repo, write_release(repo, **over), "tiny-cpu", "v1", writer="box"
+    )
 
 
 # ------------------------------------------------------------------------------------- publish
@@ -168,8 +255,13 @@ def test_a_release_with_every_pin_and_a_measured_result_is_verified(repo):
     entry = publish_v1(repo)
     p = entry["payload"]
     assert p["verified"] is True and p["unverified"] == [] and p["schema_version"] == 2
-    assert p["image"] == {"ref": f"{REGISTRY_REPO}@{DIGEST}", "digest": DIGEST, "pinned": True,
-                          "image_id": IMAGE_ID, "repo_digests": [f"{REGISTRY_REPO}@{DIGEST}"]}
+    assert p["image"] == {
+        "ref": f"{REGISTRY_REPO}@{DIGEST}",
+        "digest": DIGEST,
+        "pinned": True,
+        "image_id": IMAGE_ID,
+        "repo_digests": [f"{REGISTRY_REPO}@{DIGEST}"],
+    }
     assert p["model"]["revision"] == model_revision(repo / ".cache" / "m")
     assert p["model"]["revision_source"] == "content-hash"
     (number,) = p["numbers"]
@@ -218,7 +310,9 @@ def test_a_retracted_result_cannot_verify_a_number(repo):
     actions.retract(ledger, result["id"], reason="bad run", writer="box", git=None)
     with pytest.raises(InputError, match="no active result of experiment 'lane'"):
         publish_v1(repo)
-    p = publish_v1(repo, numbers=[{**release_doc()["numbers"][0], "experiment": None, "result": result["id"]}])["payload"]
+    p = publish_v1(
+        repo, numbers=[{**release_doc()["numbers"][0], "experiment": None, "result": result["id"]}]
+    )["payload"]
     assert p["verified"] is False and any("is retracted" in r for r in p["unverified"])
 
 
@@ -271,10 +365,12 @@ def test_a_pinned_digest_no_longer_on_the_machine_is_refused_and_named(repo, dae
 def test_a_tag_that_moved_after_publishing_is_named(repo, daemon):
     publish_v1(repo, image=f"{REGISTRY_REPO}:1")
     # The tag now names a new build; the published digest is still here under its digest.
-    daemon.images[0] = ImageInfo("", IMAGE_ID, [f"{REGISTRY_REPO}@{DIGEST}"], [],
-                                 daemon.images[0].labels)
-    daemon.images.append(ImageInfo("", "sha256:" + "3" * 64, [f"{REGISTRY_REPO}@sha256:{'c' * 64}"],
-                                   [f"{REGISTRY_REPO}:1"], {}))
+    daemon.images[0] = ImageInfo("", IMAGE_ID, [f"{REGISTRY_REPO}@{DIGEST}"], [], daemon.images[0].labels)
+    daemon.images.append(
+        ImageInfo(
+            "", "sha256:" + "3" * 64, [f"{REGISTRY_REPO}@sha256:{'c' * 64}"], [f"{REGISTRY_REPO}:1"], {}
+        )
+    )
     plan = reproduce.plan_reproduction(Ledger.open(repo), repo, "tiny-cpu@v1")
     (notice,) = plan.notices
     assert f"tag {REGISTRY_REPO}:1 moved since publishing" in notice
@@ -327,7 +423,9 @@ def _outcome(repo: Path, new: list[float]) -> reproduce.NumberOutcome:
     ledger = Ledger.open(repo)
     plan = reproduce.plan_reproduction(ledger, repo, "tiny-cpu@v1")
     (target,) = plan.targets
-    records = [PointRecord("lane", r + 1, 4, "bench", "v", r, {"output_tps_total": v}) for r, v in enumerate(new)]
+    records = [
+        PointRecord("lane", r + 1, 4, "bench", "v", r, {"output_tps_total": v}) for r, v in enumerate(new)
+    ]
     return reproduce.decide(ledger, target, target.numbers[0], records)
 
 
@@ -376,7 +474,10 @@ def test_a_reproduction_entry_records_the_outcome_effects_and_refs(repo):
     ledger = Ledger.open(repo)
     plan = reproduce.plan_reproduction(ledger, repo, "tiny-cpu@v1")
     (target,) = plan.targets
-    records = [PointRecord("lane", r + 1, 4, "bench", "v", r, {"output_tps_total": v}) for r, v in enumerate([304.0, 309.0])]
+    records = [
+        PointRecord("lane", r + 1, 4, "bench", "v", r, {"output_tps_total": v})
+        for r, v in enumerate([304.0, 309.0])
+    ]
     outcome = reproduce.decide(ledger, target, target.numbers[0], records)
     run_dir = repo / "runs" / "rp-run"
     run_dir.mkdir()
@@ -385,8 +486,14 @@ def test_a_reproduction_entry_records_the_outcome_effects_and_refs(repo):
     entry = reproduce.record(ledger, plan, [outcome], [ctx], "box")
     p = entry["payload"]
     assert p["target"] == release["id"] and p["outcome"] == "reproduced"
-    assert set(p["metrics"]) >= {"tps_c4.published", "tps_c4.reproduced", "tps_c4.effect", "tps_c4.ci_low",
-                                 "tps_c4.ci_high", "tps_c4.tolerance"}
+    assert set(p["metrics"]) >= {
+        "tps_c4.published",
+        "tps_c4.reproduced",
+        "tps_c4.effect",
+        "tps_c4.ci_low",
+        "tps_c4.ci_high",
+        "tps_c4.tolerance",
+    }
     assert p["artifacts"] and p["origin"] == {"how": "measured", "source": "rp-run"}
     rels = {(r["rel"], r["id"]) for r in entry["refs"]}
     assert ("reproduces", release["id"]) in rels and ("see", target.result["id"]) in rels

@@ -40,26 +40,50 @@ def plant_bad_input(root: Path) -> None:
     tiny = (root / "recipes" / "models" / "recipe-ledger" / "tiny-qwen2.yaml").read_text(encoding="utf-8")
     folder = root / "recipes" / "models" / "plänt"
     folder.mkdir()
-    hostile = tiny.replace('title: "Tiny random Qwen2 (CPU)"', 'title: "Plänt <b>bold</b> 模型"').replace(
-        'slug: "tiny-qwen2"', 'slug: "plant-model"').replace(
-        'description: "An 11M', f'description: "{PLANT.replace(chr(34), "")} Ünïcödé 模型 & an 11M')
-    hostile = hostile.replace("  ## Overview\n", f"  ## Overview ✓\n\n  {PLANT}\n\n  <img src=x onerror=\"window.__img=1\">\n"
-                              "\n  [click](javascript:window.__link=1)\n")
+    hostile = (
+        tiny.replace('title: "Tiny random Qwen2 (CPU)"', 'title: "Plänt <b>bold</b> 模型"')
+        .replace('slug: "tiny-qwen2"', 'slug: "plant-model"')
+        .replace('description: "An 11M', f'description: "{PLANT.replace(chr(34), "")} Ünïcödé 模型 & an 11M')
+    )
+    hostile = hostile.replace(
+        "  ## Overview\n",
+        f'  ## Overview ✓\n\n  {PLANT}\n\n  <img src=x onerror="window.__img=1">\n'
+        "\n  [click](javascript:window.__link=1)\n",
+    )
     (folder / "模型-plant.yaml").write_text(hostile, encoding="utf-8")
-    broken = tiny.replace('slug: "tiny-qwen2"', 'slug: "broken-guide"').replace("guide: |", "guide:\n  - 1\n  - 2\nunused: |")
+    broken = tiny.replace('slug: "tiny-qwen2"', 'slug: "broken-guide"').replace(
+        "guide: |", "guide:\n  - 1\n  - 2\nunused: |"
+    )
     (folder / "broken-guide.yaml").write_text(broken, encoding="utf-8")
     ledger = Ledger.open(root)
     note = actions.note(ledger, f"{PLANT} a note in Ünïcödé, 模型", writer="box-plant")
     actions.retract(ledger, note["id"], reason=f"retracted {PLANT}", writer="box-plant")
-    write_raw_entry(root, "box-huge", {"schema_version": 1, "kind": "note", "title": "huge",
-                                       "text": f"{TOKEN} <script>window.__huge=1</script> " + "x" * 300_000})
+    write_raw_entry(
+        root,
+        "box-huge",
+        {
+            "schema_version": 1,
+            "kind": "note",
+            "title": "huge",
+            "text": f"{TOKEN} <script>window.__huge=1</script> " + "x" * 300_000,
+        },
+    )
 
 
 def write_raw_entry(root: Path, writer: str, payload: dict) -> str:
     """An entry written by another tool, past `append`'s size cap and redaction (verify accepts it)."""
     payload = {k: v for k, v in payload.items() if k != "kind"}
-    body = {"v": 1, "seq": 0, "prev": None, "writer": writer, "kind": "note", "refs": [],
-            "ts": "2026-12-01T00:00:00.000000Z", "payload": payload, "git": None}
+    body = {
+        "v": 1,
+        "seq": 0,
+        "prev": None,
+        "writer": writer,
+        "kind": "note",
+        "refs": [],
+        "ts": "2026-12-01T00:00:00.000000Z",
+        "payload": payload,
+        "git": None,
+    }
     entry_id, line = chain.encode_line(body)
     (root / "ledger" / f"{writer}.jsonl").write_bytes(line)
     return entry_id
@@ -102,7 +126,10 @@ def test_every_page_has_its_json_beside_it(site: Path) -> None:
 def test_index_is_a_models_by_hardware_matrix(site: Path) -> None:
     page = soup(site / "index.html")
     rows = page.select("#matrix tbody tr.recipe-row")
-    assert [r.select_one("th a").get_text() for r in rows] == ["DeepSeek-V4.1-Flash", "Tiny random Qwen2 (CPU)"]
+    assert [r.select_one("th a").get_text() for r in rows] == [
+        "DeepSeek-V4.1-Flash",
+        "Tiny random Qwen2 (CPU)",
+    ]
     header = [th.get_text() for th in page.select("#matrix thead th.hw")]
     assert {"h200", "dgx_station_gb300", "cpu_x86"} <= set(header)
     station = rows[0].select_one('td[data-hardware="dgx_station_gb300"]')
@@ -132,12 +159,17 @@ def test_the_builder_shows_exactly_what_the_cli_prints(site: Path, tmp_path: Pat
 def test_the_builder_offers_single_node_strategies_per_hardware(site: Path) -> None:
     data = json.loads(soup(dsv41(site)).select_one("#builder-data").string)
     assert data["per_hardware"]["dgx_station_gb300"]["strategies"] == ["single_node_tp"]
-    assert set(data["per_hardware"]["h200"]["strategies"]) == {"single_node_tp", "single_node_tep", "single_node_dep"}
+    assert set(data["per_hardware"]["h200"]["strategies"]) == {
+        "single_node_tp",
+        "single_node_tep",
+        "single_node_dep",
+    }
     assert data["default_hardware"] == "gb200"
     page = soup(dsv41(site))
     assert page.select_one("#b-hardware option[selected]")["value"] == "gb200"
-    assert [i["value"] for i in page.select("#b-features input[checked]")] == \
-        data["per_hardware"]["gb200"]["default_features"]["default"]
+    assert [i["value"] for i in page.select("#b-features input[checked]")] == data["per_hardware"]["gb200"][
+        "default_features"
+    ]["default"]
 
 
 def test_the_recipe_page_has_a_fit_table_and_the_guide(site: Path) -> None:
@@ -177,7 +209,10 @@ def test_a_release_page_has_its_pins_numbers_and_diff(site: Path) -> None:
     assert v14.select_one("#diff-table ins code").get_text() == "--model /model"
     v12 = soup(site / "releases" / "sixty-k-agent" / "v12.html")
     numbers = v12.select("table.numbers tbody tr")
-    assert [r.select_one("td").get_text() for r in numbers] == ["gain_vs_off70_pct_high", "gain_vs_off70_pct_low"]
+    assert [r.select_one("td").get_text() for r in numbers] == [
+        "gain_vs_off70_pct_high",
+        "gain_vs_off70_pct_low",
+    ]
     assert numbers[0].select_one("a.entry-id")["href"].endswith("#e-9a533b8a43a7")
     lanes = soup(site / "releases" / "index.html")
     assert [a.get_text() for a in lanes.select("#lane-sixty-k-agent ol.versions a")] == ["v12", "v13", "v14"]
@@ -194,7 +229,9 @@ def test_a_verified_release_page_links_each_number_to_its_result_and_shows_repro
     assert [r.select_one("td").get_text() for r in rows] == ["output_tps_c4", "output_tps_c1"]
     assert all(r.select_one("a.entry-id")["href"].endswith("#e-4d57a1384602") for r in rows)
     assert [td.get_text() for td in rows[0].select("td.num")] == ["4", "428.441 tok/s", "4", "±25.0%"]
-    outcomes = [li.select_one("strong").get_text() for li in v2.select("li") if li.get_text().startswith("reproduces")]
+    outcomes = [
+        li.select_one("strong").get_text() for li in v2.select("li") if li.get_text().startswith("reproduces")
+    ]
     assert outcomes == ["inconclusive", "reproduced"]
     v1 = soup(site / "releases" / "tiny-cpu" / "v1.html")
     assert "unverified" not in v1.select_one("#verification").get_text()
@@ -262,7 +299,9 @@ def test_planted_scripts_stay_text(planted) -> None:
     for page in site.rglob("*.html"):
         html = soup(page)
         for script in html.select("script"):
-            assert script.get("src", "").endswith("static/site.js") or script.get("type") == "application/json", page
+            assert (
+                script.get("src", "").endswith("static/site.js") or script.get("type") == "application/json"
+            ), page
         assert not html.select("[onerror]"), page
         assert not html.select('a[href^="javascript:"]'), page
     recipe = next(site.glob("recipes/*/*plant*.html"))
@@ -285,8 +324,11 @@ def test_a_broken_recipe_gets_a_page_with_its_error(planted) -> None:
 
 def test_a_huge_entry_is_shown_clipped_and_redacted(planted) -> None:
     site, _ = planted
-    row = next(r for r in soup(site / "ledger" / "index.html").select("#timeline tr.entry")
-               if "characters in all" in r.get_text())
+    row = next(
+        r
+        for r in soup(site / "ledger" / "index.html").select("#timeline tr.entry")
+        if "characters in all" in r.get_text()
+    )
     assert len(row.get_text()) < MAX_SHOWN_CHARS + 500
     for path in site.rglob("*"):
         if path.is_file():

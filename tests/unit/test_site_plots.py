@@ -15,13 +15,19 @@ def test_the_knee_is_the_first_point_reaching_90_percent_of_the_best() -> None:
 
 
 def test_a_sweep_chart_is_valid_svg_with_the_knee_ringed() -> None:
-    svg = plots.sweep_chart({"control": [(1, 10.0), (4, 30.0), (16, 35.0)], "candidate": [(1, 12.0), (4, 40.0)]},
-                            title="output_tps_total", y_label="tok/s")
+    svg = plots.sweep_chart(
+        {"control": [(1, 10.0), (4, 30.0), (16, 35.0)], "candidate": [(1, 12.0), (4, 40.0)]},
+        title="output_tps_total",
+        y_label="tok/s",
+    )
     root = ET.fromstring(svg)
     assert root.tag.endswith("svg")
     assert svg.count('class="knee"') == 2
-    assert svg == plots.sweep_chart({"candidate": [(4, 40.0), (1, 12.0)], "control": [(1, 10.0), (4, 30.0), (16, 35.0)]},
-                                    title="output_tps_total", y_label="tok/s")
+    assert svg == plots.sweep_chart(
+        {"candidate": [(4, 40.0), (1, 12.0)], "control": [(1, 10.0), (4, 30.0), (16, 35.0)]},
+        title="output_tps_total",
+        y_label="tok/s",
+    )
 
 
 def test_labels_are_escaped() -> None:
@@ -31,9 +37,19 @@ def test_labels_are_escaped() -> None:
 
 
 def test_effects_with_their_intervals() -> None:
-    bars = [{"candidate": "uva", "metric": "m", "point": 1, "outcome": "win", "effect": -0.5, "ci_low": -0.6,
-             "ci_high": -0.4, "min_effect": 0.2}, {"candidate": "x", "metric": "m", "point": 1,
-                                                    "outcome": "inconclusive", "effect": None}]
+    bars = [
+        {
+            "candidate": "uva",
+            "metric": "m",
+            "point": 1,
+            "outcome": "win",
+            "effect": -0.5,
+            "ci_low": -0.6,
+            "ci_high": -0.4,
+            "min_effect": 0.2,
+        },
+        {"candidate": "x", "metric": "m", "point": 1, "outcome": "inconclusive", "effect": None},
+    ]
     svg = plots.effects_chart(bars)
     ET.fromstring(svg)
     assert "win -50.0%" in svg and "inconclusive" not in svg
@@ -41,14 +57,24 @@ def test_effects_with_their_intervals() -> None:
 
 
 def test_no_data_still_gives_a_chart() -> None:
-    for svg in (plots.sweep_chart({}, title="t", y_label="y"), plots.history_chart([], {}, title="t"),
-                plots.effects_chart([])):
+    for svg in (
+        plots.sweep_chart({}, title="t", y_label="y"),
+        plots.history_chart([], {}, title="t"),
+        plots.effects_chart([]),
+    ):
         assert "no data" in svg
         ET.fromstring(svg)
 
 
 def test_summary_metrics_become_sweeps_per_arm() -> None:
-    series = sweep_series({"control.c1.output_tps_total": 10.0, "control.c4.output_tps_total": 30.0,
-                           "cand.c1.output_tps_total": 12.0, "cand.c1.server.kv_usage": 0.5, "flat": 1.0})
+    series = sweep_series(
+        {
+            "control.c1.output_tps_total": 10.0,
+            "control.c4.output_tps_total": 30.0,
+            "cand.c1.output_tps_total": 12.0,
+            "cand.c1.server.kv_usage": 0.5,
+            "flat": 1.0,
+        }
+    )
     assert series["output_tps_total"] == {"cand": [(1.0, 12.0)], "control": [(1.0, 10.0), (4.0, 30.0)]}
     assert series["server.kv_usage"] == {"cand": [(1.0, 0.5)]}

@@ -52,7 +52,7 @@ def test_missing_field_points_at_its_parent(tmp_path):
 
 
 def test_malformed_yaml_names_the_line(tmp_path):
-    path = write(tmp_path, GOOD.replace("  slug: \"tiny\"", "  slug: [unclosed"))
+    path = write(tmp_path, GOOD.replace('  slug: "tiny"', "  slug: [unclosed"))
     with pytest.raises(SpecError, match=r"x\.yaml:\d+: malformed YAML"):
         load_yaml(path)
 
@@ -71,9 +71,9 @@ def test_a_list_where_a_mapping_belongs(tmp_path):
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("on", "on"),            # YAML 1.1 would say True; js-yaml 4 (YAML 1.2 core) says "on"
+        ("on", "on"),  # YAML 1.1 would say True; js-yaml 4 (YAML 1.2 core) says "on"
         ("yes", "yes"),
-        ("0755", 755),           # js-yaml 4: a decimal int, not an octal
+        ("0755", 755),  # js-yaml 4: a decimal int, not an octal
         ("0o17", 15),
         ("true", True),
         ("1e3", 1000.0),

@@ -67,7 +67,9 @@ def test_the_seed_retraction_is_already_excluded(project: Path) -> None:
     retracted = {e["id"] for e in view.entries if view.statuses[e["id"]] == "retracted"}
     assert retracted, "the seed holds one retracted result"
     # It has no metrics, so no table row could show it anyway: the filter itself is what is checked.
-    assert not {e["id"] for kind in ("result", "retraction") for e in tables.published(view, kind)} & retracted
+    assert (
+        not {e["id"] for kind in ("result", "retraction") for e in tables.published(view, kind)} & retracted
+    )
     for table in tables.build_tables(view):
         assert not {row[-1] for row in table.rows} & retracted, table.name
 
@@ -96,16 +98,27 @@ def test_the_cli_writes_every_format(project: Path) -> None:
     assert names == {f"{t}.{ext}" for t in tables.TABLE_NAMES for ext in ("csv", "json", "md")}
 
 
-@pytest.mark.parametrize(("value", "text"), [
-    (None, ""), (True, "true"), (3, "3"), (0.1 + 0.2, "0.3"), (-0.0, "0"), (4390.791949, "4390.79"),
-    (-0.9826982515943993, "-0.982698"), (1e-9, "1e-09"), (123456789.0, "1.23457e+08"), ("x", "x"),
-])
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (None, ""),
+        (True, "true"),
+        (3, "3"),
+        (0.1 + 0.2, "0.3"),
+        (-0.0, "0"),
+        (4390.791949, "4390.79"),
+        (-0.9826982515943993, "-0.982698"),
+        (1e-9, "1e-09"),
+        (123456789.0, "1.23457e+08"),
+        ("x", "x"),
+    ],
+)
 def test_numbers_have_one_fixed_format(value, text) -> None:
     assert tables.fmt_number(value) == text
 
 
 def test_markdown_and_csv_escape_cells() -> None:
-    table = tables.Table("t", "T", ("a", "b"), [("x|y", "naïve, \"quoted\"\nnext")])
+    table = tables.Table("t", "T", ("a", "b"), [("x|y", 'naïve, "quoted"\nnext')])
     view = tables.view_of([])
     assert "x\\|y" in tables.to_markdown(table, view)
     assert tables.to_csv(table) == 'a,b\nx|y,"naïve, ""quoted""\nnext"\n'

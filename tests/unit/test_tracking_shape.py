@@ -40,30 +40,62 @@ SECRET = "hf_" + "Q" * 30
 
 
 def bar(point: int = 4, outcome: str = "win") -> dict:
-    return {"candidate": "fast", "metric": "output_tps_total", "point": point, "direction": "higher",
-            "min_effect": 0.05, "outcome": outcome, "effect": 0.3, "ci_low": 0.28, "ci_high": 0.31, "mde": 0.01,
-            "control": 400.0, "value": 520.0, "reason": "effect +30% exceeds the bar"}
+    return {
+        "candidate": "fast",
+        "metric": "output_tps_total",
+        "point": point,
+        "direction": "higher",
+        "min_effect": 0.05,
+        "outcome": outcome,
+        "effect": 0.3,
+        "ci_low": 0.28,
+        "ci_high": 0.31,
+        "mde": 0.01,
+        "control": 400.0,
+        "value": 520.0,
+        "reason": "effect +30% exceeds the bar",
+    }
 
 
 def experiment(run_id: str = RUN_ID) -> dict:
     return {
-        "name": "wiring", "spec": "experiments/x.yaml", "spec_sha256": "sha256:" + "c" * 64, "box": "cpu-only",
-        "run_id": run_id, "points": [1, 4], "repeats": 2, "schedule": ["control#1", "fast#1", "fast#2", "control#2"],
-        "instruments": {"probe": "command:54be33543e056229"}, "method": "rl-verdict/1", "duration_s": 2.0,
-        "host": {"cpu": "Xeon", "hostname": "box-a"}, "bars": [bar()],
+        "name": "wiring",
+        "spec": "experiments/x.yaml",
+        "spec_sha256": "sha256:" + "c" * 64,
+        "box": "cpu-only",
+        "run_id": run_id,
+        "points": [1, 4],
+        "repeats": 2,
+        "schedule": ["control#1", "fast#1", "fast#2", "control#2"],
+        "instruments": {"probe": "command:54be33543e056229"},
+        "method": "rl-verdict/1",
+        "duration_s": 2.0,
+        "host": {"cpu": "Xeon", "hostname": "box-a"},
+        "bars": [bar()],
         "arms": {
-            "control": {"source": "raw command", "fingerprint": FP_CONTROL, "argv": ["serve", "--api-key", SECRET],
-                        "env": {}, "image": "vllm/vllm-openai@sha256:" + "d" * 64},
+            "control": {
+                "source": "raw command",
+                "fingerprint": FP_CONTROL,
+                "argv": ["serve", "--api-key", SECRET],
+                "env": {},
+                "image": "vllm/vllm-openai@sha256:" + "d" * 64,
+            },
             "fast": {"source": "raw command", "fingerprint": FP_FAST, "argv": ["serve", "--fast"], "env": {}},
         },
     }
 
 
 def result_payload(run_id: str = RUN_ID) -> dict:
-    return {"schema_version": 2, "subject": "wiring", "text": "fast output_tps_total@4: win (+30.0%)",
-            "metrics": {"control.c4.output_tps_total": 400.0, "fast.c4.output_tps_total": 520.0}, "verdict": "win",
-            "conditions": {"box": "cpu-only", "run_id": run_id}, "experiment": experiment(run_id),
-            "origin": {"how": "measured", "source": run_id}}
+    return {
+        "schema_version": 2,
+        "subject": "wiring",
+        "text": "fast output_tps_total@4: win (+30.0%)",
+        "metrics": {"control.c4.output_tps_total": 400.0, "fast.c4.output_tps_total": 520.0},
+        "verdict": "win",
+        "conditions": {"box": "cpu-only", "run_id": run_id},
+        "experiment": experiment(run_id),
+        "origin": {"how": "measured", "source": run_id},
+    }
 
 
 GIT = {"commit": "1" * 40, "dirty": False, "scripts": {"scripts/probe.py": "2" * 40}}
@@ -79,35 +111,68 @@ def add_result(ledger: Ledger, run_id: str = RUN_ID) -> dict:
 
 
 def add_calibration(ledger: Ledger) -> dict:
-    payload = {"schema_version": 2, "instrument": "probe", "metric": "output_tps_total", "method": "rl-verdict/1",
-               "fingerprint": "sha256:" + "e" * 64, "text": "A/A calibration",
-               "points": {"4": {"n": 2, "mean": 400.0, "sigma": 1.1, "cv": 0.0028, "max_spread": 0.004,
-                                "samples": [400.8, 399.2]}},
-               "conditions": {"box": "cpu-only", "experiment": "wiring"}, "origin": {"how": "measured", "source": RUN_ID}}
+    payload = {
+        "schema_version": 2,
+        "instrument": "probe",
+        "metric": "output_tps_total",
+        "method": "rl-verdict/1",
+        "fingerprint": "sha256:" + "e" * 64,
+        "text": "A/A calibration",
+        "points": {
+            "4": {
+                "n": 2,
+                "mean": 400.0,
+                "sigma": 1.1,
+                "cv": 0.0028,
+                "max_spread": 0.004,
+                "samples": [400.8, 399.2],
+            }
+        },
+        "conditions": {"box": "cpu-only", "experiment": "wiring"},
+        "origin": {"how": "measured", "source": RUN_ID},
+    }
     return ledger.append("calibration", payload, writer="box-a", git=None)
 
 
 def add_failure(ledger: Ledger) -> dict:
-    payload = {"schema_version": 1, "subject": "wiring", "cause_class": "oom",
-               "cause": "measurement: the server ran out of memory", "log_tail": f"HF_TOKEN={SECRET}\nCUDA out of memory",
-               "minutes_lost": 1.5, "conditions": {"box": "cpu-only", "run_id": "wiring-x", "stage": "measurement"},
-               "origin": {"how": "measured", "source": "wiring-x"}}
+    payload = {
+        "schema_version": 1,
+        "subject": "wiring",
+        "cause_class": "oom",
+        "cause": "measurement: the server ran out of memory",
+        "log_tail": f"HF_TOKEN={SECRET}\nCUDA out of memory",
+        "minutes_lost": 1.5,
+        "conditions": {"box": "cpu-only", "run_id": "wiring-x", "stage": "measurement"},
+        "origin": {"how": "measured", "source": "wiring-x"},
+    }
     return ledger.append("failure", payload, writer="box-a", git=None)
 
 
 def record(arm: str, repeat: int, point: int, value: float, **extra) -> dict:
-    return {"arm": arm, "repeat": repeat, "point": point, "instrument": "probe",
-            "instrument_version": "command:54be33543e056229", "seed": repeat * 1000 + point,
-            "metrics": {"output_tps_total": value}, "server": {"prefix_cache_hit_rate": 0.5},
-            "raw_file": f"raw/{arm}-p{point}-r{repeat}.stdout.log", "raw_sha256": "sha256:" + "f" * 64,
-            "wall_s": 0.06, **extra}
+    return {
+        "arm": arm,
+        "repeat": repeat,
+        "point": point,
+        "instrument": "probe",
+        "instrument_version": "command:54be33543e056229",
+        "seed": repeat * 1000 + point,
+        "metrics": {"output_tps_total": value},
+        "server": {"prefix_cache_hit_rate": 0.5},
+        "raw_file": f"raw/{arm}-p{point}-r{repeat}.stdout.log",
+        "raw_sha256": "sha256:" + "f" * 64,
+        "wall_s": 0.06,
+        **extra,
+    }
 
 
 def make_run_dir(runs_dir: Path, run_id: str = RUN_ID) -> Path:
     run_dir = runs_dir / run_id
     (run_dir / "raw").mkdir(parents=True)
-    records = [record(a, r, p, 100.0 * p) for a, r in (("control", 1), ("fast", 1), ("fast", 2), ("control", 2))
-               for p in (1, 4)]
+    records = [
+        record(a, r, p, 100.0 * p)
+        for a, r in (("control", 1), ("fast", 1), ("fast", 2), ("control", 2))
+        for p in (1, 4)
+    ]
     (run_dir / "measurements.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     (run_dir / "calibration.jsonl").write_text(json.dumps(record("control", 1, 4, 400.0)) + "\n")
     (run_dir / "plan.json").write_text(json.dumps({"arms": {"control": {"fingerprint": FP_CONTROL}}}))
@@ -143,20 +208,25 @@ def test_the_cli_reports_a_missing_mlflow_in_one_line_with_exit_code_3(monkeypat
     assert "recipe-ledger[tracking]" in result.output and "Traceback" not in result.output
 
 
-@pytest.mark.parametrize(("parts", "expected"), [
-    (("verdict", "fast", "output_tps_total", "c4"), "verdict.fast.output_tps_total.c4"),
-    (("verdict", "fast", "tps@4"), "verdict.fast.tps_4"),  # MLflow refuses '@' in any name
-    (("a:b",), "a_b"),  # and ':' on Windows servers
-    (("script", "scripts/probe.py"), "script.scripts/probe.py"),  # slashes that stay one path are kept
-    (("x", "a//b"), "x.a__b"),  # a name that normalizes to another path is flattened
-    (("..", "x"), "x"),  # never a leading dot
-])
+@pytest.mark.parametrize(
+    ("parts", "expected"),
+    [
+        (("verdict", "fast", "output_tps_total", "c4"), "verdict.fast.output_tps_total.c4"),
+        (("verdict", "fast", "tps@4"), "verdict.fast.tps_4"),  # MLflow refuses '@' in any name
+        (("a:b",), "a_b"),  # and ':' on Windows servers
+        (("script", "scripts/probe.py"), "script.scripts/probe.py"),  # slashes that stay one path are kept
+        (("x", "a//b"), "x.a__b"),  # a name that normalizes to another path is flattened
+        (("..", "x"), "x"),  # never a leading dot
+    ],
+)
 def test_names_are_made_acceptable_to_mlflow(parts, expected):
     assert key(*parts) == expected
 
 
 def test_run_folders_never_leave_runs_dir():
-    entry = {"payload": {"conditions": {"run_id": "../../etc"}, "origin": {"how": "measured", "source": "/abs"}}}
+    entry = {
+        "payload": {"conditions": {"run_id": "../../etc"}, "origin": {"how": "measured", "source": "/abs"}}
+    }
     assert run_folder(entry) is None
     assert run_folder({"payload": {"experiment": {"run_id": RUN_ID}}}) == RUN_ID
     imported = {"payload": {"origin": {"how": "imported", "source": "000_81e5.txt"}}}
@@ -201,15 +271,24 @@ def test_with_its_run_folder_a_result_gets_children_and_files(ledger, tmp_path):
     assert child.params["seed"] == "2004" and child.params["instrument_version"] == "command:54be33543e056229"
     assert child.params["arm_fingerprint"] == FP_FAST
     assert child.metrics == {"output_tps_total": 400.0, "server.prefix_cache_hit_rate": 0.5, "wall_s": 0.06}
-    assert child.tags["ledger.parent_entry"] == spec.tags[ENTRY_TAG] and child.status_tags == {STATUS_TAG: "active"}
-    assert {"plan.json", "measurements.jsonl", "summary.json", "server-control-r1.log",
-            "raw/control-p4-r1.stdout.log"} <= set(spec.files)
+    assert child.tags["ledger.parent_entry"] == spec.tags[ENTRY_TAG] and child.status_tags == {
+        STATUS_TAG: "active"
+    }
+    assert {
+        "plan.json",
+        "measurements.jsonl",
+        "summary.json",
+        "server-control-r1.log",
+        "raw/control-p4-r1.stdout.log",
+    } <= set(spec.files)
 
 
 def test_a_calibration_gets_per_point_noise_and_its_a_a_children(ledger, tmp_path):
     make_run_dir(tmp_path / "runs")
     spec = entry_spec(add_calibration(ledger), tmp_path / "runs")
-    assert spec.tags["ledger.kind"] == "calibration" and spec.params["calibration.metric"] == "output_tps_total"
+    assert (
+        spec.tags["ledger.kind"] == "calibration" and spec.params["calibration.metric"] == "output_tps_total"
+    )
     assert spec.metrics["c4.cv"] == pytest.approx(0.0028) and spec.metrics["c4.n"] == 2
     assert [c.name for c in spec.children] == ["A/A control#1 c4"]
     assert spec.children[0].params["arm_fingerprint"] == FP_CONTROL  # from plan.json
@@ -228,8 +307,16 @@ def test_a_failure_carries_its_cause_and_log_tail_as_text(ledger, tmp_path):
 
 
 def all_strings(spec: RunSpec) -> list[str]:
-    out = [spec.name, *spec.tags, *spec.tags.values(), *spec.status_tags.values(), *spec.params,
-           *spec.params.values(), *spec.metrics, *spec.texts.values()]
+    out = [
+        spec.name,
+        *spec.tags,
+        *spec.tags.values(),
+        *spec.status_tags.values(),
+        *spec.params,
+        *spec.params.values(),
+        *spec.metrics,
+        *spec.texts.values(),
+    ]
     return out + [s for child in spec.children for s in all_strings(child)]
 
 
@@ -284,8 +371,11 @@ class FakeStore:
         return {rid: r for rid, r in self.runs.items() if not r.deleted}
 
     def indexed_runs(self):
-        return [IndexedRun(rid, r.tags[ENTRY_TAG], r.finished, int(rid.removeprefix("run")), dict(r.tags))
-                for rid, r in self.active().items() if r.tags.get("ledger.role") == "entry"]
+        return [
+            IndexedRun(rid, r.tags[ENTRY_TAG], r.finished, int(rid.removeprefix("run")), dict(r.tags))
+            for rid, r in self.active().items()
+            if r.tags.get("ledger.role") == "entry"
+        ]
 
     def create_run(self, spec, parent_run_id=None):
         self.created += 1
@@ -343,7 +433,9 @@ def test_a_retraction_is_mirrored_into_the_status_tags_of_the_parent_and_childre
     result = add_result(ledger)
     store = FakeStore()
     run_id = sync(store, ledger, runs_dir).runs[result["id"]]
-    retraction = actions.retract(ledger, result["id"], reason="the probe was miscalibrated", writer="box-a", git=None)
+    retraction = actions.retract(
+        ledger, result["id"], reason="the probe was miscalibrated", writer="box-a", git=None
+    )
     report = sync(store, ledger, runs_dir)
     assert (report.created, report.updated) == (0, 1)
     tags = store.runs[run_id].tags
@@ -436,7 +528,9 @@ def test_export_refuses_a_non_empty_folder_and_a_remote_store(tmp_path):
 
 
 def test_a_server_refusing_this_host_gets_a_hint_naming_allowed_hosts():
-    message = "API request failed with error code 403 != 200. Response body: 'Invalid Host header - possible DNS"
+    message = (
+        "API request failed with error code 403 != 200. Response body: 'Invalid Host header - possible DNS"
+    )
     assert "--allowed-hosts mlflow.lab:5000" in tracking._hint_for(message, "http://u:p@mlflow.lab:5000")
     assert tracking._hint_for("anything else", "http://x").startswith("ledger mlflow sync")
 

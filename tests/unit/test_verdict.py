@@ -38,12 +38,32 @@ TTFT_AT_8 = Bar(metric="ttft_ms_p50", point=8, direction="lower", min_effect=0.0
 
 # Two-sided and one-sided critical values from the standard printed tables (4 significant decimals).
 T_TABLE = [
-    (0.975, 1, 12.7062), (0.975, 2, 4.3027), (0.975, 3, 3.1824), (0.975, 4, 2.7764), (0.975, 5, 2.5706),
-    (0.975, 10, 2.2281), (0.975, 20, 2.0860), (0.975, 30, 2.0423), (0.975, 60, 2.0003), (0.975, 120, 1.9799),
-    (0.95, 1, 6.3138), (0.95, 5, 2.0150), (0.95, 10, 1.8125), (0.95, 30, 1.6973),
-    (0.9, 1, 3.0777), (0.9, 10, 1.3722),
-    (0.8, 1, 1.3764), (0.8, 2, 1.0607), (0.8, 5, 0.9195), (0.8, 10, 0.8791), (0.8, 30, 0.8538),
-    (0.995, 1, 63.6567), (0.995, 3, 5.8409), (0.995, 10, 3.1693), (0.9995, 1, 636.6192), (0.9995, 10, 4.5869),
+    (0.975, 1, 12.7062),
+    (0.975, 2, 4.3027),
+    (0.975, 3, 3.1824),
+    (0.975, 4, 2.7764),
+    (0.975, 5, 2.5706),
+    (0.975, 10, 2.2281),
+    (0.975, 20, 2.0860),
+    (0.975, 30, 2.0423),
+    (0.975, 60, 2.0003),
+    (0.975, 120, 1.9799),
+    (0.95, 1, 6.3138),
+    (0.95, 5, 2.0150),
+    (0.95, 10, 1.8125),
+    (0.95, 30, 1.6973),
+    (0.9, 1, 3.0777),
+    (0.9, 10, 1.3722),
+    (0.8, 1, 1.3764),
+    (0.8, 2, 1.0607),
+    (0.8, 5, 0.9195),
+    (0.8, 10, 0.8791),
+    (0.8, 30, 0.8538),
+    (0.995, 1, 63.6567),
+    (0.995, 3, 5.8409),
+    (0.995, 10, 3.1693),
+    (0.9995, 1, 636.6192),
+    (0.9995, 10, 4.5869),
 ]
 
 
@@ -178,8 +198,9 @@ def test_significant_but_inside_the_mde_is_not_a_win() -> None:
 
 
 def test_real_but_below_the_bar_is_not_a_win() -> None:
-    verdict = decide([100.0, 100.28], [101.5, 101.78], Bar(metric="m", point=1, direction="higher", min_effect=0.02),
-                     None)
+    verdict = decide(
+        [100.0, 100.28], [101.5, 101.78], Bar(metric="m", point=1, direction="higher", min_effect=0.02), None
+    )
     assert verdict.ci_low is not None and verdict.ci_low > 0
     assert verdict.outcome == "inconclusive" and "not the 2% bar" in verdict.reason
 
@@ -196,8 +217,14 @@ def test_replicate_disagreement_blocks_a_win_that_the_interval_allows() -> None:
 
 
 def test_not_comparable_carries_the_reason_and_no_numbers() -> None:
-    verdict = decide([100.0, 100.1], [120.0, 120.1], TPS_AT_8, None, comparable=False,
-                     incomparable_reason="driver 580.65 vs 580.82")
+    verdict = decide(
+        [100.0, 100.1],
+        [120.0, 120.1],
+        TPS_AT_8,
+        None,
+        comparable=False,
+        incomparable_reason="driver 580.65 vs 580.82",
+    )
     assert verdict.outcome == "not-comparable"
     assert "driver 580.65 vs 580.82" in verdict.reason
     assert verdict.effect is None and verdict.ci_low is None
@@ -297,8 +324,10 @@ def test_simulated_error_rates_at_the_default_repeats() -> None:
     elapsed = time.perf_counter() - started
     false_positive = rates[0.0]["win"] + rates[0.0]["regression"]
     power = rates[3.0]["win"]
-    print(f"\nn={DEFAULT_REPEATS}: false positives {false_positive:.1%} at 0 sigma, power {power:.1%} at 3 sigma "
-          f"({elapsed:.2f} s)")
+    print(
+        f"\nn={DEFAULT_REPEATS}: false positives {false_positive:.1%} at 0 sigma, power {power:.1%} at 3 sigma "
+        f"({elapsed:.2f} s)"
+    )
     assert false_positive < 0.05
     # With a 6-run calibration and 3 repeats the MDE is 2.6 sigma, so 3 sigma sits just above it: the
     # ideal (known-sigma) power there is ~70%; the conservative max-of-two noise estimate and the gate
@@ -309,7 +338,9 @@ def test_simulated_error_rates_at_the_default_repeats() -> None:
 
 
 def test_simulation_is_deterministic_for_a_seed() -> None:
-    assert simulate_error_rates([1.0], n=2, trials=50, seed=7) == simulate_error_rates([1.0], n=2, trials=50, seed=7)
+    assert simulate_error_rates([1.0], n=2, trials=50, seed=7) == simulate_error_rates(
+        [1.0], n=2, trials=50, seed=7
+    )
 
 
 # --------------------------------------------------------------------------------------- docs
@@ -317,7 +348,9 @@ def test_simulation_is_deterministic_for_a_seed() -> None:
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "verdicts.md"
 
 
-def test_every_python_example_in_the_docs_runs_and_prints_what_it_says(capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_python_example_in_the_docs_runs_and_prints_what_it_says(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     blocks = re.findall(r"```python\n(.*?)```", DOCS.read_text(), flags=re.DOTALL)
     assert blocks
     for block in blocks:

@@ -62,17 +62,24 @@ def note(text: str, refs: tuple[str, ...], root: Path | None, writer: str | None
 @click.option("--evidence", multiple=True, metavar="ID", help="An entry showing it (repeatable).")
 @root_option
 @writer_option
-def retract(entry_id: str, reason: str, evidence: tuple[str, ...], root: Path | None, writer: str | None) -> None:
+def retract(
+    entry_id: str, reason: str, evidence: tuple[str, ...], root: Path | None, writer: str | None
+) -> None:
     """Retract entry ID (it stays, marked retracted) and print the retraction's id."""
-    entry = actions.retract(_open(root), entry_id, reason=reason, evidence=evidence,
-                            writer=writer or default_writer())
+    entry = actions.retract(
+        _open(root), entry_id, reason=reason, evidence=evidence, writer=writer or default_writer()
+    )
     click.echo(entry["id"])
 
 
 @click.command("log")
 @click.option("--kind", type=click.Choice(KINDS), default=None, help="Only entries of this kind.")
-@click.option("--status", type=click.Choice(STATUSES), default=None, help="Only entries with this folded status.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per line: the stored entry plus its status.")
+@click.option(
+    "--status", type=click.Choice(STATUSES), default=None, help="Only entries with this folded status."
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object per line: the stored entry plus its status."
+)
 @root_option
 def log(kind: str | None, status: str | None, as_json: bool, root: Path | None) -> None:
     """List entries, oldest first, with their folded status."""
@@ -94,11 +101,20 @@ def _print_table(rows: list[tuple[dict, str]]) -> None:
         console = Console(soft_wrap=False, width=160)  # piped: a fixed width, not rich's 80 columns
     table = Table(box=None, pad_edge=False)
     for column in ("id", "time (UTC)", "writer", "kind", "status", "summary"):
-        table.add_column(column, overflow="ellipsis", no_wrap=True, min_width=12 if column == "summary" else None)
+        table.add_column(
+            column, overflow="ellipsis", no_wrap=True, min_width=12 if column == "summary" else None
+        )
     for entry, folded in rows:
         style = "strike dim" if folded == "retracted" else None
-        table.add_row(entry["id"][:12], entry.get("ts", "")[:19].replace("T", " "), entry.get("writer", ""),
-                      entry.get("kind", ""), folded, views.summarize(entry), style=style)
+        table.add_row(
+            entry["id"][:12],
+            entry.get("ts", "")[:19].replace("T", " "),
+            entry.get("writer", ""),
+            entry.get("kind", ""),
+            folded,
+            views.summarize(entry),
+            style=style,
+        )
     console.print(table)
     if not rows:
         click.echo("(no entries)")
@@ -120,7 +136,9 @@ def show(entry_id: str, as_json: bool, root: Path | None) -> None:
     click.echo(f"status: {found['status']}")
     click.echo("referred to by:" if found["referred_by"] else "referred to by: nothing")
     for ref in found["referred_by"]:
-        click.echo(f"  {ref['rel']:<11} {ref['id'][:12]} {ref['kind']:<12} {ref['status']:<10} {ref['summary']}")
+        click.echo(
+            f"  {ref['rel']:<11} {ref['id'][:12]} {ref['kind']:<12} {ref['status']:<10} {ref['summary']}"
+        )
 
 
 def _warn_unreadable_payload(entry: dict) -> None:
@@ -132,8 +150,12 @@ def _warn_unreadable_payload(entry: dict) -> None:
 
 
 @click.command("verify")
-@click.option("--repair", is_flag=True, help="Move torn last lines to ledger/quarantine/ (no byte is deleted).")
-@click.option("--history", is_flag=True, help="Also check that no git commit changed or removed a ledger line.")
+@click.option(
+    "--repair", is_flag=True, help="Move torn last lines to ledger/quarantine/ (no byte is deleted)."
+)
+@click.option(
+    "--history", is_flag=True, help="Also check that no git commit changed or removed a ledger line."
+)
 @root_option
 def verify(repair: bool, history: bool, root: Path | None) -> None:
     """Check every chain: hashes, links, order, refs, torn tails. Exit 1 naming file:line if not whole."""
@@ -149,7 +171,9 @@ def verify(repair: bool, history: bool, root: Path | None) -> None:
         click.echo(str(finding))
     if findings:
         hint = "ledger verify --repair" if all(f.torn for f in findings) else "git log -p -- ledger/"
-        raise LedgerError(f"ledger is not whole: {len(findings)} problem(s)", where=ledger.rel(ledger.dir), hint=hint)
+        raise LedgerError(
+            f"ledger is not whole: {len(findings)} problem(s)", where=ledger.rel(ledger.dir), hint=hint
+        )
     checked = " and its git history" if history else ""
     click.echo(f"ok: {report.entries} entries in {report.chains} chain(s){checked}")
 
@@ -161,8 +185,10 @@ def import_seed(root: Path | None) -> None:
     result = seed_import.import_seed(_open(root))
     for key, entry_id in result.added:
         click.echo(f"added   {entry_id[:12]} {key}")
-    click.echo(f"{len(result.added)} added, {len(result.present)} already present "
-               f"(writer {seed_import.WRITER}, source {seed_import.SOURCE})")
+    click.echo(
+        f"{len(result.added)} added, {len(result.present)} already present "
+        f"(writer {seed_import.WRITER}, source {seed_import.SOURCE})"
+    )
 
 
 COMMANDS = [init, note, retract, log, show, verify, import_seed]

@@ -13,8 +13,11 @@ import click
 from recipe_ledger import tracking
 from recipe_ledger.ledger.gitinfo import top_level
 
-ROOT_OPTION = click.option("--root", type=click.Path(path_type=Path, file_okay=False),
-                           help="Repository root (default: git top level).")
+ROOT_OPTION = click.option(
+    "--root",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Repository root (default: git top level).",
+)
 
 
 def _repo_root(root: Path | None) -> Path:
@@ -28,10 +31,17 @@ def mlflow_group() -> None:
 
 @mlflow_group.command("sync")
 @ROOT_OPTION
-@click.option("--tracking-uri", envvar="MLFLOW_TRACKING_URI",
-              help="MLflow store (default: sqlite:///<root>/mlflow.db; env MLFLOW_TRACKING_URI).")
-@click.option("--experiment", default=tracking.DEFAULT_EXPERIMENT, show_default=True,
-              help="MLflow experiment that holds the index.")
+@click.option(
+    "--tracking-uri",
+    envvar="MLFLOW_TRACKING_URI",
+    help="MLflow store (default: sqlite:///<root>/mlflow.db; env MLFLOW_TRACKING_URI).",
+)
+@click.option(
+    "--experiment",
+    default=tracking.DEFAULT_EXPERIMENT,
+    show_default=True,
+    help="MLflow experiment that holds the index.",
+)
 def sync_cmd(root: Path | None, tracking_uri: str | None, experiment: str) -> None:
     """Index the ledger into MLflow, idempotently.
 
@@ -46,7 +56,9 @@ def sync_cmd(root: Path | None, tracking_uri: str | None, experiment: str) -> No
 @mlflow_group.command("export")
 @click.argument("dest", type=click.Path(path_type=Path, file_okay=False))
 @ROOT_OPTION
-@click.option("--tracking-uri", help="A local sqlite:/// store to export (default: sqlite:///<root>/mlflow.db).")
+@click.option(
+    "--tracking-uri", help="A local sqlite:/// store to export (default: sqlite:///<root>/mlflow.db)."
+)
 def export_cmd(dest: Path, root: Path | None, tracking_uri: str | None) -> None:
     """Copy the local MLflow store into DEST.
 

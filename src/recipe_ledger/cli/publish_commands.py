@@ -12,8 +12,12 @@ import click
 
 from recipe_ledger.ledger.gitinfo import top_level
 
-ROOT_OPTION = click.option("--root", type=click.Path(path_type=Path, file_okay=False), default=None,
-                           help="Project root holding ledger/ and recipes/ (default: the git top level).")
+ROOT_OPTION = click.option(
+    "--root",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Project root holding ledger/ and recipes/ (default: the git top level).",
+)
 
 
 def _root(root: Path | None) -> Path:
@@ -27,8 +31,13 @@ def _under(root: Path, path: Path) -> Path:
 
 @click.command("tables")
 @ROOT_OPTION
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=Path("tables"),
-              show_default=True, help="Folder for the tables, relative to --root.")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("tables"),
+    show_default=True,
+    help="Folder for the tables, relative to --root.",
+)
 def tables_cmd(root: Path | None, out: Path) -> None:
     """Write the published tables (csv, json, md) from the verified, non-retracted ledger entries."""
     from recipe_ledger.tables import write_tables
@@ -41,8 +50,13 @@ def tables_cmd(root: Path | None, out: Path) -> None:
 
 @click.command("site")
 @ROOT_OPTION
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=Path("site"),
-              show_default=True, help="Folder for the static site, relative to --root (emptied first).")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("site"),
+    show_default=True,
+    help="Folder for the static site, relative to --root (emptied first).",
+)
 @click.option("--progress/--no-progress", default=None, help="A progress bar (default: on a terminal).")
 def site_cmd(root: Path | None, out: Path, progress: bool | None) -> None:
     """Build the static site: recipes with their command builder, releases, experiments, the ledger."""
@@ -53,8 +67,10 @@ def site_cmd(root: Path | None, out: Path, progress: bool | None) -> None:
     with _progress_bar(show) as tick:
         report = build_site(project, _under(project, out), progress=tick)
     broken = f", {len(report.broken_recipes)} recipe(s) that do not load" if report.broken_recipes else ""
-    click.echo(f"{report.pages} pages, {report.files} files, {report.bytes / 1e6:.1f} MB in {out} "
-               f"({report.recipes} recipes, {report.entries} ledger entries{broken}) in {report.seconds:.1f} s")
+    click.echo(
+        f"{report.pages} pages, {report.files} files, {report.bytes / 1e6:.1f} MB in {out} "
+        f"({report.recipes} recipes, {report.entries} ledger entries{broken}) in {report.seconds:.1f} s"
+    )
 
 
 class _progress_bar:

@@ -42,9 +42,13 @@ def list_recipes(root: Path | None, as_json: bool) -> None:
     if as_json:
         print_json(rows)
         return
-    print_table(["recipe", "title", "hardware", "variants", "strategies"],
-                [[r["name"], r["title"], ", ".join(r["hardware"]), ", ".join(r["variants"]),
-                  len(r["strategies"])] for r in rows])
+    print_table(
+        ["recipe", "title", "hardware", "variants", "strategies"],
+        [
+            [r["name"], r["title"], ", ".join(r["hardware"]), ", ".join(r["variants"]), len(r["strategies"])]
+            for r in rows
+        ],
+    )
 
 
 def _summary(ref: str, recipe: Recipe) -> dict:
@@ -72,22 +76,39 @@ def show_recipe(name: str, root: Path | None, as_json: bool) -> None:
         print_json(recipe.model_dump(mode="json", exclude_none=True))
         return
     click.echo(f"{recipe.meta.title}  ({loaded.ref})")
-    click.echo(f"model: {recipe.model.model_id}   {recipe.model.parameter_count or ''} "
-               f"{recipe.model.architecture or ''}".rstrip())
+    click.echo(
+        f"model: {recipe.model.model_id}   {recipe.model.parameter_count or ''} "
+        f"{recipe.model.architecture or ''}".rstrip()
+    )
     click.echo(recipe.meta.description)
     hardware = ", ".join(f"{hw} ({state})" for hw, state in recipe.meta.hardware.items()) or "-"
     click.echo(f"hardware: {hardware}")
     click.echo(f"strategies: {', '.join(recipe.compatible_strategies) or '-'}")
-    print_table(["variant", "precision", "vram_minimum_gb", "model"],
-                [[v, var.precision, var.vram_minimum_gb, var.model_id or recipe.model.model_id]
-                 for v, var in recipe.variants.items()])
-    print_table(["feature", "opt-in", "conflicts with", "description"],
-                [[f, "yes" if f in recipe.opt_in_features else "", ", ".join(feat.conflicts_with),
-                  feat.description] for f, feat in recipe.features.items()])
+    print_table(
+        ["variant", "precision", "vram_minimum_gb", "model"],
+        [
+            [v, var.precision, var.vram_minimum_gb, var.model_id or recipe.model.model_id]
+            for v, var in recipe.variants.items()
+        ],
+    )
+    print_table(
+        ["feature", "opt-in", "conflicts with", "description"],
+        [
+            [
+                f,
+                "yes" if f in recipe.opt_in_features else "",
+                ", ".join(feat.conflicts_with),
+                feat.description,
+            ]
+            for f, feat in recipe.features.items()
+        ],
+    )
     if recipe.memory:
         total = sum(c.stored_gib for c in recipe.memory.components)
-        click.echo(f"memory: {len(recipe.memory.components)} components, {total:.1f} GiB "
-                   f"(ledger fit {name} --box BOX)")
+        click.echo(
+            f"memory: {len(recipe.memory.components)} components, {total:.1f} GiB "
+            f"(ledger fit {name} --box BOX)"
+        )
 
 
 @recipe.command("schema")
@@ -105,17 +126,28 @@ def recipe_schema() -> None:
 
 @recipe.command("command")
 @click.argument("name")
-@click.option("--hardware", "-H", help="Taxonomy hardware id, e.g. h200, dgx_station_gb300. Default: the site's.")
-@click.option("--strategy", "-s", help="Serving strategy, e.g. single_node_tp. Default: the site's recommendation.")
+@click.option(
+    "--hardware", "-H", help="Taxonomy hardware id, e.g. h200, dgx_station_gb300. Default: the site's."
+)
+@click.option(
+    "--strategy", "-s", help="Serving strategy, e.g. single_node_tp. Default: the site's recommendation."
+)
 @click.option("--variant", "-v", help="Variant, e.g. default, fp8. Default: the site's.")
-@click.option("--feature", "-f", "features", multiple=True,
-              help="Enable a feature (repeatable). Giving any replaces the default features.")
+@click.option(
+    "--feature",
+    "-f",
+    "features",
+    multiple=True,
+    help="Enable a feature (repeatable). Giving any replaces the default features.",
+)
 @click.option("--no-features", is_flag=True, help="Enable no feature at all.")
 @click.option("--nodes", type=click.IntRange(1, 16), help="Node count for multi-node strategies.")
 @click.option("--docker", is_flag=True, help="Print the docker run form.")
 @click.option("--json", "as_json", is_flag=True, help="Print the builder's result object as JSON.")
 @ROOT_OPTION
-def command_cmd(name, hardware, strategy, variant, features, no_features, nodes, docker, as_json, root) -> None:
+def command_cmd(
+    name, hardware, strategy, variant, features, no_features, nodes, docker, as_json, root
+) -> None:
     """Print the exact launch command for recipe NAME, as recipes.vllm.ai builds it."""
     chosen = [] if no_features else (list(features) if features else None)
     request = CommandRequest(name, hardware, strategy, variant, chosen, nodes)
@@ -131,8 +163,16 @@ def command_cmd(name, hardware, strategy, variant, features, no_features, nodes,
 @click.command()
 @click.argument("name", required=False)
 @click.option("--box", help="Box profile id, e.g. dgx-station-gb300 (see --list-boxes).")
-@click.option("--context", type=click.IntRange(1), help="Context length in tokens (default: the command's --max-model-len).")
-@click.option("--offload-gb", type=click.FloatRange(0), help="Expert GiB offloaded per GPU (overrides --cpu-offload-gb).")
+@click.option(
+    "--context",
+    type=click.IntRange(1),
+    help="Context length in tokens (default: the command's --max-model-len).",
+)
+@click.option(
+    "--offload-gb",
+    type=click.FloatRange(0),
+    help="Expert GiB offloaded per GPU (overrides --cpu-offload-gb).",
+)
 @click.option("--gpu-util", type=click.FloatRange(0.05, 1.0), help="Overrides --gpu-memory-utilization.")
 @click.option("--list-boxes", is_flag=True, help="List the box profiles and exit.")
 @click.option("--json", "as_json", is_flag=True, help="The fit report as JSON.")
@@ -146,14 +186,19 @@ def fit(name, box, context, offload_gb, gpu_util, list_boxes, as_json, root) -> 
     recipes = open_root(root)
     boxes_dir = recipes.root / "boxes"
     if list_boxes:
-        print_table(["box", "hardware", "GPUs", "HBM/GPU GiB", "host RAM GiB", "link GB/s"],
-                    [[b.id, b.hardware or "-", b.gpu.count, b.gpu.hbm_gib, b.host.ram_gib, b.link.bandwidth_gbps]
-                     for b in list_boxes_in(boxes_dir)])
+        print_table(
+            ["box", "hardware", "GPUs", "HBM/GPU GiB", "host RAM GiB", "link GB/s"],
+            [
+                [b.id, b.hardware or "-", b.gpu.count, b.gpu.hbm_gib, b.host.ram_gib, b.link.bandwidth_gbps]
+                for b in list_boxes_in(boxes_dir)
+            ],
+        )
         return
     if not name or not box:
         raise click.UsageError("give a recipe NAME and --box (or --list-boxes)")
-    report, resolved = fit_recipe(recipes, name, box, context=context, offload_gib=offload_gb,
-                                  gpu_utilization=gpu_util)
+    report, resolved = fit_recipe(
+        recipes, name, box, context=context, offload_gib=offload_gb, gpu_utilization=gpu_util
+    )
     if as_json:
         print_json(fit_report_dict(report))
         return
@@ -161,22 +206,37 @@ def fit(name, box, context, offload_gb, gpu_util, list_boxes, as_json, root) -> 
 
 
 def print_fit(report: FitReport, resolved) -> None:
-    click.echo(f"# {resolved.loaded.recipe.meta.title} on {report.box_id} "
-               f"({resolved.hardware}, {resolved.strategy}, {resolved.variant})")
-    print_table(["component", "stored GiB", "on GPU GiB", "in host RAM GiB", "placement"],
-                [[p.name, f"{p.stored_gib:.1f}", f"{p.gpu_gib:.1f}", f"{p.host_gib:.1f}", p.where]
-                 for p in report.placements])
+    click.echo(
+        f"# {resolved.loaded.recipe.meta.title} on {report.box_id} "
+        f"({resolved.hardware}, {resolved.strategy}, {resolved.variant})"
+    )
+    print_table(
+        ["component", "stored GiB", "on GPU GiB", "in host RAM GiB", "placement"],
+        [
+            [p.name, f"{p.stored_gib:.1f}", f"{p.gpu_gib:.1f}", f"{p.host_gib:.1f}", p.where]
+            for p in report.placements
+        ],
+    )
     gb_total = report.checkpoint_gib * GIB / GB
     declared = f" (recipe: {report.vram_minimum_declared_gb:g})" if report.vram_minimum_declared_gb else ""
     rows = [
         ["checkpoint", f"{report.checkpoint_gib:.1f} GiB = {gb_total:.1f} GB (guide: {report.disk_gb:g} GB)"],
-        ["vram_minimum_gb", f"{report.vram_minimum_computed_gb:g} = ceil(headroom x {report.disk_gb:g} GB){declared}"],
-        ["GPU budget", f"{report.budget_gib:.1f} GiB = {report.gpu_count} x HBM x {report.gpu_utilization:g}"],
+        [
+            "vram_minimum_gb",
+            f"{report.vram_minimum_computed_gb:g} = ceil(headroom x {report.disk_gb:g} GB){declared}",
+        ],
+        [
+            "GPU budget",
+            f"{report.budget_gib:.1f} GiB = {report.gpu_count} x HBM x {report.gpu_utilization:g}",
+        ],
         ["GPU-resident weights", f"{report.resident_gib:.1f} GiB"],
         ["runtime reserve", f"{report.reserve_gib:g} GiB"],
         ["left for KV", f"{report.kv_room_gib:.2f} GiB"],
         ["KV per sequence", f"{report.kv_per_sequence_gib:.3f} GiB at {report.context:,} tokens"],
-        ["KV capacity", f"{report.kv_capacity_tokens:,} tokens, {report.full_context_sequences} full-context sequence(s)"],
+        [
+            "KV capacity",
+            f"{report.kv_capacity_tokens:,} tokens, {report.full_context_sequences} full-context sequence(s)",
+        ],
         ["host RAM pinned", f"{report.host_used_gib:.1f} of {report.host_ram_gib:g} GiB"],
         ["expert offload", f"{report.expert_offload_gib:g} GiB (asked {report.expert_offload_asked_gib:g})"],
     ]
@@ -213,7 +273,10 @@ def lint_cmd(paths: tuple[Path, ...], root: Path | None, as_json: bool, summary:
             print_json_line({"where": w.where, "code": w.code, "message": w.message})
     elif summary:
         counts = Counter(w.code for w in warnings)
-        print_table(["check", "warnings"], [[code, n] for code, n in sorted(counts.items())] + [["total", len(warnings)]])
+        print_table(
+            ["check", "warnings"],
+            [[code, n] for code, n in sorted(counts.items())] + [["total", len(warnings)]],
+        )
     else:
         for w in warnings:
             click.echo(str(w))
@@ -228,8 +291,9 @@ def run_lint(paths: list[Path], root: Path | None):
     if root is None and paths:
         found = {find_root_of(p) for p in paths}
         if None in found or len(found) != 1:
-            raise click.UsageError("the paths must lie under one recipes root (a folder with taxonomy.yaml); "
-                                   "or pass --root")
+            raise click.UsageError(
+                "the paths must lie under one recipes root (a folder with taxonomy.yaml); or pass --root"
+            )
         root = found.pop()
     recipes = open_root(root)
     return lint_items(recipes, items_for_paths(recipes, paths))

@@ -40,14 +40,21 @@ def release() -> None:
 @release.command("publish")
 @click.argument("lane")
 @click.argument("version")
-@click.option("--from", "spec_path", required=True, type=click.Path(path_type=Path, exists=True, dir_okay=False),
-              help="The release spec (recipes/releases/<lane>/<version>.yaml).")
+@click.option(
+    "--from",
+    "spec_path",
+    required=True,
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="The release spec (recipes/releases/<lane>/<version>.yaml).",
+)
 @root_option
 @writer_option
 def publish_cmd(lane: str, version: str, spec_path: Path, root: Path | None, writer: str | None) -> None:
     """Publish LANE VERSION from a spec: pin image digest, model revision, argv/env, scripts, box, numbers."""
     repo = _repo(root)
-    entry = publishing.publish(Ledger.open(repo), repo, spec_path, lane, version, writer=writer or default_writer())
+    entry = publishing.publish(
+        Ledger.open(repo), repo, spec_path, lane, version, writer=writer or default_writer()
+    )
     payload = entry["payload"]
     state = "verified" if payload["verified"] else "UNVERIFIED"
     click.echo(f"release {payload['lane']}@{payload['version']} published as {entry['id'][:12]}: {state}")
@@ -59,7 +66,9 @@ def publish_cmd(lane: str, version: str, spec_path: Path, root: Path | None, wri
 
 
 @release.command("list")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per release: lane, version, status, pins.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object per release: lane, version, status, pins."
+)
 @root_option
 def list_cmd(as_json: bool, root: Path | None) -> None:
     """Every release, oldest first, with its verification and ledger status."""
@@ -68,8 +77,18 @@ def list_cmd(as_json: bool, root: Path | None) -> None:
         for item in found:
             print_json_line(catalog.summary(item))
         return
-    rows = [[r.payload.lane_title or r.payload.lane, r.payload.version, r.id[:12], r.verification, r.status,
-             _image_cell(r), len(r.payload.numbers) or len(r.payload.metrics)] for r in found]
+    rows = [
+        [
+            r.payload.lane_title or r.payload.lane,
+            r.payload.version,
+            r.id[:12],
+            r.verification,
+            r.status,
+            _image_cell(r),
+            len(r.payload.numbers) or len(r.payload.metrics),
+        ]
+        for r in found
+    ]
     print_table(["lane", "version", "id", "verification", "ledger", "image", "numbers"], rows)
     if not found:
         click.echo("(no releases)")
@@ -90,15 +109,19 @@ def show_cmd(ref: str, as_json: bool, root: Path | None) -> None:
     """One release with every pin, its numbers and why it is (not) verified."""
     found = catalog.find(Ledger.open(_repo(root)), ref)
     if as_json:
-        print_json({**catalog.summary(found), "payload": found.payload.model_dump(mode="json", exclude_none=True)})
+        print_json(
+            {**catalog.summary(found), "payload": found.payload.model_dump(mode="json", exclude_none=True)}
+        )
         return
     _print_release(found)
 
 
 def _print_release(found: catalog.Release) -> None:
     p = found.payload
-    click.echo(f"{p.lane_title or p.lane} {p.version} ({found.ref}) — {found.id[:12]}, {found.verification}, "
-               f"ledger status {found.status}" + (", imported" if found.imported else ""))
+    click.echo(
+        f"{p.lane_title or p.lane} {p.version} ({found.ref}) — {found.id[:12]}, {found.verification}, "
+        f"ledger status {found.status}" + (", imported" if found.imported else "")
+    )
     for change in p.changes:
         click.echo(f"  change: {change}")
     for reason in p.unverified:
@@ -117,7 +140,9 @@ def _print_release(found: catalog.Release) -> None:
         click.echo(f"  command: {p.command}")
     for number in p.numbers:
         link = f" (result {number.result[:12]}, {len(number.samples)} samples)" if number.result else ""
-        click.echo(f"  number: {number.name} = {number.value:.6g}{' ' + number.unit if number.unit else ''}{link}")
+        click.echo(
+            f"  number: {number.name} = {number.value:.6g}{' ' + number.unit if number.unit else ''}{link}"
+        )
     for name, value in p.metrics.items():
         if name not in {n.name for n in p.numbers}:
             click.echo(f"  number: {name} = {value:.6g} (no result entry)")
@@ -136,19 +161,31 @@ def diff_cmd(a: str, b: str, only_changes: bool, as_json: bool, root: Path | Non
     rows = diffing.diff(ra, rb, only_changes=only_changes)
     if as_json:
         for row in rows:
-            print_json_line({"section": row.section, "name": row.name, "a": row.a, "b": row.b, "same": row.same})
+            print_json_line(
+                {"section": row.section, "name": row.name, "a": row.a, "b": row.b, "same": row.same}
+            )
         return
-    print_table(["", "what", ra.ref, rb.ref, ""], [[r.section, r.name, r.a, r.b, "" if r.same else "≠"] for r in rows])
+    print_table(
+        ["", "what", ra.ref, rb.ref, ""], [[r.section, r.name, r.a, r.b, "" if r.same else "≠"] for r in rows]
+    )
 
 
 @click.command("reproduce")
 @click.argument("ref", metavar="LANE@VERSION")
-@click.option("--check", "check_only", is_flag=True, help="Only check the pins against this machine; run nothing.")
-@click.option("--repeats", type=click.IntRange(min=2), default=None,
-              help="Launches per arm (default: the experiment's repeats). More narrow the CI.")
+@click.option(
+    "--check", "check_only", is_flag=True, help="Only check the pins against this machine; run nothing."
+)
+@click.option(
+    "--repeats",
+    type=click.IntRange(min=2),
+    default=None,
+    help="Launches per arm (default: the experiment's repeats). More narrow the CI.",
+)
 @root_option
 @writer_option
-def reproduce_cmd(ref: str, check_only: bool, repeats: int | None, root: Path | None, writer: str | None) -> None:
+def reproduce_cmd(
+    ref: str, check_only: bool, repeats: int | None, root: Path | None, writer: str | None
+) -> None:
     """Re-run the experiments behind a release's numbers with its pins and record a reproduction."""
     repo = _repo(root)
     ledger = Ledger.open(repo)
@@ -160,17 +197,22 @@ def reproduce_cmd(ref: str, check_only: bool, repeats: int | None, root: Path | 
         click.echo(f"every pin of {plan.release.ref} is met on this machine; would re-run {arms}")
         return
     try:
-        entry, outcomes = reproducing.reproduce(ledger, repo, ref, writer=writer or default_writer(), say=click.echo,
-                                               repeats=repeats)
+        entry, outcomes = reproducing.reproduce(
+            ledger, repo, ref, writer=writer or default_writer(), say=click.echo, repeats=repeats
+        )
     except LedgerError as error:
         failure = getattr(error, "failure_entry", None)
         if failure is None:
             raise
-        raise ReproductionFailed(f"{error.one_line()} — failure entry {failure['id'][:12]} recorded",
-                                 hint=f"ledger show {failure['id'][:12]}") from None
+        raise ReproductionFailed(
+            f"{error.one_line()} — failure entry {failure['id'][:12]} recorded",
+            hint=f"ledger show {failure['id'][:12]}",
+        ) from None
     for outcome in outcomes:
         click.echo(f"  {reproducing.describe(outcome)}")
-    click.echo(f"reproduction {entry['id'][:12]}: {entry['payload']['outcome']} (ledger show {entry['id'][:12]})")
+    click.echo(
+        f"reproduction {entry['id'][:12]}: {entry['payload']['outcome']} (ledger show {entry['id'][:12]})"
+    )
     if entry["payload"]["outcome"] != "reproduced":
         raise click.exceptions.Exit(1)
 

@@ -57,15 +57,28 @@ def _render_one(corpus: Corpus, case: dict, where: str) -> dict:
 
 
 @click.command("render")
-@click.option("--batch", "batch", required=True, metavar="CASES.jsonl",
-              help="Case lines (JSON) to resolve; '-' reads stdin.")
-@click.option("--root", "root", required=True, type=click.Path(path_type=Path),
-              help="Recipes root: taxonomy.yaml, strategies/, and the recipe paths the cases name.")
+@click.option(
+    "--batch",
+    "batch",
+    required=True,
+    metavar="CASES.jsonl",
+    help="Case lines (JSON) to resolve; '-' reads stdin.",
+)
+@click.option(
+    "--root",
+    "root",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Recipes root: taxonomy.yaml, strategies/, and the recipe paths the cases name.",
+)
 def render(batch: str, root: Path) -> None:
     """Resolve every case of CASES.jsonl to the site's launch command (one JSON line each)."""
     if not root.is_dir():
-        raise InputError("no such recipes root directory", where=str(root),
-                         hint="pass --root DIR containing taxonomy.yaml and strategies/")
+        raise InputError(
+            "no such recipes root directory",
+            where=str(root),
+            hint="pass --root DIR containing taxonomy.yaml and strategies/",
+        )
     corpus = Corpus(root)
     stream, name = _open_cases(batch)
     try:

@@ -48,13 +48,26 @@ def _plan(spec: Path, repo: Path):
 
     experiment = load_experiment(spec)
     # Opened only when an arm names a release: planning a recipe experiment needs no ledger.
-    return plan_run(spec, experiment, RecipeRoot(repo / "recipes"), repo,
-                    release_lookup=lambda ref: catalog.launch_of(catalog.find(Ledger.open(repo), ref)))
+    return plan_run(
+        spec,
+        experiment,
+        RecipeRoot(repo / "recipes"),
+        repo,
+        release_lookup=lambda ref: catalog.launch_of(catalog.find(Ledger.open(repo), ref)),
+    )
 
 
 def _progress_bar() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TextColumn("ETA"), TimeRemainingColumn(), console=console(), transient=False)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console(),
+        transient=False,
+    )
 
 
 def _print_plan(plan) -> None:
@@ -64,7 +77,9 @@ def _print_plan(plan) -> None:
         detail = " ".join(arm.argv) or ", ".join(f"{k}={v}" for k, v in sorted(arm.params.items()))
         click.echo(f"    {detail}")
     click.echo(f"  schedule (ABBA, a fresh launch each): {', '.join(f'{a}#{r}' for a, r in plan.schedule)}")
-    click.echo(f"  points {plan.experiment.points}, instruments {[i.name for i in plan.experiment.instruments]}")
+    click.echo(
+        f"  points {plan.experiment.points}, instruments {[i.name for i in plan.experiment.instruments]}"
+    )
 
 
 def _pct(value) -> str:
@@ -75,11 +90,36 @@ def print_verdicts(outcome: runner.RunOutcome) -> None:
     rows = []
     for bar in outcome.bars:
         ci = "-" if bar.ci_low is None else f"[{_pct(bar.ci_low)}, {_pct(bar.ci_high)}]"
-        rows.append([bar.candidate, bar.metric, bar.point, f"{bar.control:.4g}" if bar.control else "-",
-                     f"{bar.value:.4g}" if bar.value else "-", _pct(bar.effect), ci, _pct(bar.mde),
-                     f"{bar.min_effect * 100:g}%", bar.outcome.upper()])
-    print_table(["candidate", "metric", "point", "control", "candidate value", "effect", "95% CI", "MDE", "bar",
-                 "verdict"], rows, title=f"{outcome.entry['payload']['subject']}: verdicts")
+        rows.append(
+            [
+                bar.candidate,
+                bar.metric,
+                bar.point,
+                f"{bar.control:.4g}" if bar.control else "-",
+                f"{bar.value:.4g}" if bar.value else "-",
+                _pct(bar.effect),
+                ci,
+                _pct(bar.mde),
+                f"{bar.min_effect * 100:g}%",
+                bar.outcome.upper(),
+            ]
+        )
+    print_table(
+        [
+            "candidate",
+            "metric",
+            "point",
+            "control",
+            "candidate value",
+            "effect",
+            "95% CI",
+            "MDE",
+            "bar",
+            "verdict",
+        ],
+        rows,
+        title=f"{outcome.entry['payload']['subject']}: verdicts",
+    )
     for bar in outcome.bars:
         click.echo(f"  {bar.candidate} {bar.metric}@{bar.point}: {bar.reason}")
 
@@ -90,14 +130,28 @@ def _total_points(plan, launches: int) -> int:
 
 @click.command("run")
 @click.argument("experiment", type=click.Path(path_type=Path, exists=True, dir_okay=False))
-@click.option("--root", type=click.Path(path_type=Path, file_okay=False), help="Repository root (default: git top level).")
-@click.option("--writer", default=None, help="Ledger writer (the box). Default: $RECIPE_LEDGER_WRITER or the host name.")
+@click.option(
+    "--root",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Repository root (default: git top level).",
+)
+@click.option(
+    "--writer", default=None, help="Ledger writer (the box). Default: $RECIPE_LEDGER_WRITER or the host name."
+)
 @click.option("--plan", "plan_only", is_flag=True, help="Show what would be launched and stop.")
-@click.option("--tracking-uri", envvar="MLFLOW_TRACKING_URI", help="MLflow store to index the run into (default: ./mlflow.db).")
-@click.option("--no-mlflow", is_flag=True, help="Do not index the run into MLflow now (`ledger mlflow sync` can later).")
+@click.option(
+    "--tracking-uri",
+    envvar="MLFLOW_TRACKING_URI",
+    help="MLflow store to index the run into (default: ./mlflow.db).",
+)
+@click.option(
+    "--no-mlflow", is_flag=True, help="Do not index the run into MLflow now (`ledger mlflow sync` can later)."
+)
 @click.option("--allow-network-fs", is_flag=True, help="Allow a model on NFS/CIFS/FUSE (slow boots).")
 @click.option("--allow-busy-gpu", is_flag=True, help="Run even if other processes use the GPU.")
-def run_cmd(experiment: Path, root, writer, plan_only, tracking_uri, no_mlflow, allow_network_fs, allow_busy_gpu) -> None:
+def run_cmd(
+    experiment: Path, root, writer, plan_only, tracking_uri, no_mlflow, allow_network_fs, allow_busy_gpu
+) -> None:
     """Run EXPERIMENT on this box: launch, measure against the control (ABBA), decide, record.
 
     Exit codes: 0 completed (result entry written), 2 bad input, 3 machine not ready,
@@ -123,8 +177,10 @@ def run_cmd(experiment: Path, root, writer, plan_only, tracking_uri, no_mlflow, 
         click.echo(f"notice: {notice}")
     outcome = _execute_with_progress(plan, ledger, writer, repo)
     print_verdicts(outcome)
-    click.echo(f"result entry {outcome.entry['id'][:12]} (ledger show {outcome.entry['id'][:12]}); raw files in "
-               f"{outcome.run_dir.relative_to(repo) if outcome.run_dir.is_relative_to(repo) else outcome.run_dir}")
+    click.echo(
+        f"result entry {outcome.entry['id'][:12]} (ledger show {outcome.entry['id'][:12]}); raw files in "
+        f"{outcome.run_dir.relative_to(repo) if outcome.run_dir.is_relative_to(repo) else outcome.run_dir}"
+    )
     if not no_mlflow:
         _sync_mlflow(repo, tracking_uri)
 
@@ -155,12 +211,17 @@ def _execute_with_progress(plan, ledger, writer, repo) -> runner.RunOutcome:
             return runner.execute(ctx)
         except KeyboardInterrupt as error:
             entry = getattr(error, "failure_entry", None)
-            click.echo(f"\ninterrupted: servers stopped; failure entry {entry['id'][:12] if entry else '?'}", err=True)
+            click.echo(
+                f"\ninterrupted: servers stopped; failure entry {entry['id'][:12] if entry else '?'}",
+                err=True,
+            )
             raise
         except LedgerError as error:
             entry = getattr(error, "failure_entry", None)
-            raise RunFailed(f"{error.one_line()} — failure entry {entry['id'][:12] if entry else '?'} recorded",
-                            hint=f"ledger show {entry['id'][:12]}" if entry else None) from None
+            raise RunFailed(
+                f"{error.one_line()} — failure entry {entry['id'][:12] if entry else '?'} recorded",
+                hint=f"ledger show {entry['id'][:12]}" if entry else None,
+            ) from None
 
 
 def _sync_mlflow(repo: Path, tracking_uri: str | None) -> None:
@@ -178,7 +239,11 @@ def _sync_mlflow(repo: Path, tracking_uri: str | None) -> None:
 
 @click.command("calibrate")
 @click.argument("experiment", type=click.Path(path_type=Path, exists=True, dir_okay=False))
-@click.option("--root", type=click.Path(path_type=Path, file_okay=False), help="Repository root (default: git top level).")
+@click.option(
+    "--root",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Repository root (default: git top level).",
+)
 @click.option("--writer", default=None, help="Ledger writer (the box).")
 def calibrate_cmd(experiment: Path, root, writer) -> None:
     """A/A runs of EXPERIMENT's control: measure the instrument's noise and record a calibration."""
@@ -188,9 +253,15 @@ def calibrate_cmd(experiment: Path, root, writer) -> None:
     ledger = Ledger.open(repo)
     with _progress_bar() as bar:
         task = bar.add_task("calibrating", total=_total_points(plan, plan.experiment.calibration.repeats))
-        ctx = runner.start_context(plan, ledger, writer or default_writer(), repo, repo / "runs",
-                                   progress=lambda a, r, p: bar.update(task, advance=1, description=f"A/A #{r} point {p}"),
-                                   say=bar.console.print)
+        ctx = runner.start_context(
+            plan,
+            ledger,
+            writer or default_writer(),
+            repo,
+            repo / "runs",
+            progress=lambda a, r, p: bar.update(task, advance=1, description=f"A/A #{r} point {p}"),
+            say=bar.console.print,
+        )
         try:
             records, _ = runner.calibrate_inline(ctx)
         except BaseException as error:

@@ -71,15 +71,22 @@ def _arm_kind(value: Any) -> str:
     if isinstance(value, dict):
         if "kind" in value:
             return str(value["kind"])
-        for key, kind in (("recipe", "recipe"), ("argv", "command"), ("release", "release"), ("params", "study")):
+        for key, kind in (
+            ("recipe", "recipe"),
+            ("argv", "command"),
+            ("release", "release"),
+            ("params", "study"),
+        ):
             if key in value:
                 return kind
     return "recipe"
 
 
 Arm = Annotated[
-    Annotated[RecipeArm, Tag("recipe")] | Annotated[CommandArm, Tag("command")]
-    | Annotated[ReleaseArm, Tag("release")] | Annotated[StudyArm, Tag("study")],
+    Annotated[RecipeArm, Tag("recipe")]
+    | Annotated[CommandArm, Tag("command")]
+    | Annotated[ReleaseArm, Tag("release")]
+    | Annotated[StudyArm, Tag("study")],
     Discriminator(_arm_kind),
 ]
 
@@ -110,7 +117,9 @@ class Bar(_Closed):
     min_effect: float = Field(gt=0, lt=10, description="Smallest relative effect that matters (0.03 = 3%).")
     instrument: str | None = Field(default=None, description="Default: the first instrument.")
     agreement_threshold: float = Field(
-        default=0.02, gt=0, lt=1,
+        default=0.02,
+        gt=0,
+        lt=1,
         description="Largest relative spread of one arm's repeats that still counts as agreeing "
         "(the replicate gate). 2% suits a GPU sweep; a shared CPU box needs more, and says so.",
     )
@@ -118,14 +127,19 @@ class Bar(_Closed):
 
 class Server(_Closed):
     launcher: Literal["process", "docker"] = "process"
-    image: str | None = Field(default=None, description="Docker image (by digest, ideally) for launcher=docker.")
+    image: str | None = Field(
+        default=None, description="Docker image (by digest, ideally) for launcher=docker."
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     health_timeout_s: float = Field(default=600, gt=0)
     needs_server: bool = True
     warmup_requests: int = Field(
-        default=4, ge=0, description="Requests sent after boot and before measuring: the first requests "
-        "of a fresh server are slow (lazy initialisation), and that belongs to no sweep point.")
+        default=4,
+        ge=0,
+        description="Requests sent after boot and before measuring: the first requests "
+        "of a fresh server are slow (lazy initialisation), and that belongs to no sweep point.",
+    )
     volumes: dict[str, str] = Field(default_factory=dict, description="host path -> container path")
     gpus: Literal["all", "none"] | int = "none"
 
@@ -188,7 +202,10 @@ def load_experiment(path: Path | str) -> Experiment:
 
         raise SpecError(
             f"schema_version {doc.data['schema_version']} is newer than this tool understands "
-            f"({EXPERIMENT_SCHEMA_VERSION})", where=doc.where(("schema_version",)), hint="upgrade recipe-ledger")
+            f"({EXPERIMENT_SCHEMA_VERSION})",
+            where=doc.where(("schema_version",)),
+            hint="upgrade recipe-ledger",
+        )
     return validate_doc(doc, Experiment, what="experiment")
 
 

@@ -15,22 +15,42 @@ from recipe_ledger.errors import LedgerError
 class InstrumentError(LedgerError):
     """A measurement that could not be taken or read (the client failed, its output is unusable)."""
 
-    def __init__(self, message: str, *, where: str | None = None, hint: str | None = None,
-                 output_tail: str = ""):
+    def __init__(
+        self, message: str, *, where: str | None = None, hint: str | None = None, output_tail: str = ""
+    ):
         super().__init__(message, where=where, hint=hint)
         self.output_tail = output_tail
 
 
 # Normalized metric names and their units (DESIGN.md). Every instrument maps into these.
 UNITS: dict[str, str] = {
-    "ttft_ms_p50": "ms", "ttft_ms_p90": "ms", "ttft_ms_p99": "ms", "ttft_ms_mean": "ms",
-    "tpot_ms_p50": "ms", "tpot_ms_p90": "ms", "tpot_ms_p99": "ms", "tpot_ms_mean": "ms",
-    "itl_ms_p50": "ms", "itl_ms_p90": "ms", "itl_ms_p99": "ms", "itl_ms_mean": "ms",
-    "e2el_ms_p50": "ms", "e2el_ms_p90": "ms", "e2el_ms_p99": "ms", "e2el_ms_mean": "ms",
-    "output_tps_total": "tok/s", "total_tps": "tok/s", "request_rps": "req/s",
-    "decode_tps_per_stream": "tok/s", "completed": "requests", "failed": "requests",
-    "spec_accept_len": "tokens", "spec_accept_rate": "ratio", "prefix_cache_hit_rate": "ratio",
-    "tokens_per_step": "tokens", "duration_s": "s",
+    "ttft_ms_p50": "ms",
+    "ttft_ms_p90": "ms",
+    "ttft_ms_p99": "ms",
+    "ttft_ms_mean": "ms",
+    "tpot_ms_p50": "ms",
+    "tpot_ms_p90": "ms",
+    "tpot_ms_p99": "ms",
+    "tpot_ms_mean": "ms",
+    "itl_ms_p50": "ms",
+    "itl_ms_p90": "ms",
+    "itl_ms_p99": "ms",
+    "itl_ms_mean": "ms",
+    "e2el_ms_p50": "ms",
+    "e2el_ms_p90": "ms",
+    "e2el_ms_p99": "ms",
+    "e2el_ms_mean": "ms",
+    "output_tps_total": "tok/s",
+    "total_tps": "tok/s",
+    "request_rps": "req/s",
+    "decode_tps_per_stream": "tok/s",
+    "completed": "requests",
+    "failed": "requests",
+    "spec_accept_len": "tokens",
+    "spec_accept_rate": "ratio",
+    "prefix_cache_hit_rate": "ratio",
+    "tokens_per_step": "tokens",
+    "duration_s": "s",
 }
 
 
@@ -90,8 +110,12 @@ def run_client(argv: list[str], *, env: dict[str, str] | None, log_path: Path, t
             raise
     if code != 0:
         tail = log_path.read_text(errors="replace")[-2000:]
-        raise InstrumentError(f"{Path(argv[0]).name} exited with {code}", where=str(log_path),
-                              hint=f"read {log_path}", output_tail=tail)
+        raise InstrumentError(
+            f"{Path(argv[0]).name} exited with {code}",
+            where=str(log_path),
+            hint=f"read {log_path}",
+            output_tail=tail,
+        )
     return time.monotonic() - start
 
 

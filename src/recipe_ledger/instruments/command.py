@@ -22,13 +22,22 @@ NAME = "command"
 
 
 def fill_template(template: list[str], ctx: MeasureContext, out_file: Path) -> list[str]:
-    values = {**dict(ctx.params), "arm": ctx.arm, "point": ctx.point, "repeat": ctx.repeat, "seed": ctx.seed,
-              "out": str(out_file), "base_url": ctx.base_url or ""}
+    values = {
+        **dict(ctx.params),
+        "arm": ctx.arm,
+        "point": ctx.point,
+        "repeat": ctx.repeat,
+        "seed": ctx.seed,
+        "out": str(out_file),
+        "base_url": ctx.base_url or "",
+    }
     try:
         return [part.format(**values) for part in template]
     except (KeyError, IndexError) as exc:
-        raise InstrumentError(f"command template names an unknown field {exc}",
-                              hint="use {arm} {point} {repeat} {seed} {out} {base_url}") from None
+        raise InstrumentError(
+            f"command template names an unknown field {exc}",
+            hint="use {arm} {point} {repeat} {seed} {out} {base_url}",
+        ) from None
 
 
 def template_version(template: list[str], root: Path) -> str:
@@ -41,8 +50,14 @@ def template_version(template: list[str], root: Path) -> str:
     return "command:" + digest.hexdigest()[:16]
 
 
-def measure(template: list[str], ctx: MeasureContext, *, env: dict[str, str] | None = None,
-            root: Path = Path("."), timeout_s: float = 1800) -> Measurement:
+def measure(
+    template: list[str],
+    ctx: MeasureContext,
+    *,
+    env: dict[str, str] | None = None,
+    root: Path = Path("."),
+    timeout_s: float = 1800,
+) -> Measurement:
     ctx.out_dir.mkdir(parents=True, exist_ok=True)
     out_file = ctx.out_dir / f"{ctx.stem}.out.json"
     log = ctx.out_dir / f"{ctx.stem}.stdout.log"
@@ -51,4 +66,6 @@ def measure(template: list[str], ctx: MeasureContext, *, env: dict[str, str] | N
     metrics = numeric_only(last_json_object(log.read_text(errors="replace")))
     if not metrics:
         raise InstrumentError("the command printed a JSON object with no numeric metric", where=str(log))
-    return Measurement(NAME, template_version(template, root), ctx, metrics, log, sha256_file(log), wall, argv)
+    return Measurement(
+        NAME, template_version(template, root), ctx, metrics, log, sha256_file(log), wall, argv
+    )

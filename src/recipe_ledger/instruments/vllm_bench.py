@@ -65,8 +65,15 @@ def build_argv(vllm_bin: str, options: dict[str, Any], ctx: MeasureContext, resu
         elif value not in (False, None):
             argv += [flag, str(value)]
     return argv + [
-        "--max-concurrency", str(ctx.point), "--seed", str(ctx.seed),
-        "--save-result", "--result-dir", str(result_file.parent), "--result-filename", result_file.name,
+        "--max-concurrency",
+        str(ctx.point),
+        "--seed",
+        str(ctx.seed),
+        "--save-result",
+        "--result-dir",
+        str(result_file.parent),
+        "--result-filename",
+        result_file.name,
     ]
 
 
@@ -95,7 +102,9 @@ def client_version(vllm_bin: str) -> str:
     client's own environment gives the same string without the ~10 s of imports the command costs
     (measured on the CPU box: 6% of a four-launch run). The command stays the fallback for a client
     outside a virtual environment."""
-    return f"vllm {installed_version(Path(shutil.which(vllm_bin) or vllm_bin)) or _version_by_running(vllm_bin)}"
+    return (
+        f"vllm {installed_version(Path(shutil.which(vllm_bin) or vllm_bin)) or _version_by_running(vllm_bin)}"
+    )
 
 
 def installed_version(vllm_bin: Path) -> str | None:
@@ -110,17 +119,30 @@ def installed_version(vllm_bin: Path) -> str | None:
 
 def _version_by_running(vllm_bin: str) -> str:
     try:
-        out = subprocess.run([vllm_bin, "--version"], capture_output=True, text=True, timeout=120, check=False,
-                             env={**os.environ, "VLLM_TARGET_DEVICE": os.environ.get("VLLM_TARGET_DEVICE", "cpu")})
+        out = subprocess.run(
+            [vllm_bin, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={**os.environ, "VLLM_TARGET_DEVICE": os.environ.get("VLLM_TARGET_DEVICE", "cpu")},
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise InstrumentError(f"cannot run {vllm_bin} --version: {exc}", where=vllm_bin,
-                              hint="scripts/setup_serve_venv.sh") from None
+        raise InstrumentError(
+            f"cannot run {vllm_bin} --version: {exc}", where=vllm_bin, hint="scripts/setup_serve_venv.sh"
+        ) from None
     text = (out.stdout or out.stderr).strip().splitlines()
     return text[-1].strip() if text else "unknown"
 
 
-def measure(vllm_bin: str, options: dict[str, Any], ctx: MeasureContext, *, env: dict[str, str],
-            timeout_s: float = 1800) -> Measurement:
+def measure(
+    vllm_bin: str,
+    options: dict[str, Any],
+    ctx: MeasureContext,
+    *,
+    env: dict[str, str],
+    timeout_s: float = 1800,
+) -> Measurement:
     """Run one point of the sweep and read its result file."""
     ctx.out_dir.mkdir(parents=True, exist_ok=True)
     result_file = ctx.out_dir / f"{ctx.stem}.json"
@@ -132,6 +154,11 @@ def measure(vllm_bin: str, options: dict[str, Any], ctx: MeasureContext, *, env:
     raw = json.loads(result_file.read_text())
     metrics = normalize(raw)
     if metrics.get("completed", 0) <= 0:
-        raise InstrumentError(f"no request completed at concurrency {ctx.point} ({metrics.get('failed', 0):g} failed)",
-                              where=str(result_file), hint="read the server log of this launch")
-    return Measurement(NAME, client_version(vllm_bin), ctx, metrics, result_file, sha256_file(result_file), wall, argv)
+        raise InstrumentError(
+            f"no request completed at concurrency {ctx.point} ({metrics.get('failed', 0):g} failed)",
+            where=str(result_file),
+            hint="read the server log of this launch",
+        )
+    return Measurement(
+        NAME, client_version(vllm_bin), ctx, metrics, result_file, sha256_file(result_file), wall, argv
+    )

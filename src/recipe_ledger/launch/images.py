@@ -62,12 +62,20 @@ def image_info(ref: str, client: DockerClient | None = None) -> ImageInfo:
     try:
         image = client.images.get(ref)
     except (ImageNotFound, NotFound):
-        raise StateError(f"image {ref} is not on this machine", where=ref,
-                         hint=f"docker images --digests {repository_of(ref)}  # or: docker pull {ref}") from None
+        raise StateError(
+            f"image {ref} is not on this machine",
+            where=ref,
+            hint=f"docker images --digests {repository_of(ref)}  # or: docker pull {ref}",
+        ) from None
     attrs = image.attrs
-    return ImageInfo(ref=ref, image_id=attrs["Id"], repo_digests=list(attrs.get("RepoDigests") or []),
-                     tags=list(attrs.get("RepoTags") or []), labels=dict((attrs.get("Config") or {}).get("Labels") or {}),
-                     size_bytes=int(attrs.get("Size") or 0))
+    return ImageInfo(
+        ref=ref,
+        image_id=attrs["Id"],
+        repo_digests=list(attrs.get("RepoDigests") or []),
+        tags=list(attrs.get("RepoTags") or []),
+        labels=dict((attrs.get("Config") or {}).get("Labels") or {}),
+        size_bytes=int(attrs.get("Size") or 0),
+    )
 
 
 def image_pins(ref: str, client: DockerClient | None = None) -> tuple[str, list[str]]:

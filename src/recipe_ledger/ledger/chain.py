@@ -65,7 +65,7 @@ def encode_line(body: dict[str, Any]) -> tuple[str, bytes]:
 
 def line_hash_problem(line: bytes) -> str | None:
     """Why a stored line (without its newline) does not match its own id, or None if it does."""
-    if not line.startswith(ID_PREFIX) or line[ID_END : BODY_START] != b'",':
+    if not line.startswith(ID_PREFIX) or line[ID_END:BODY_START] != b'",':
         return "not an entry line (it does not start with its id)"
     digest = hashlib.sha256(b"{" + line[BODY_START:]).hexdigest()
     if digest.encode("ascii") != line[ID_START:ID_END]:

@@ -63,8 +63,5 @@ def _stronger(current: str, new: str) -> str:
 def referrers(entries: Iterable[dict[str, Any]], entry_id: str) -> list[tuple[str, dict[str, Any]]]:
     """``[(relation, entry)]`` of every entry that refers to ``entry_id``, oldest first."""
     return [
-        (ref["rel"], entry)
-        for entry in entries
-        for ref in entry.get("refs", ())
-        if ref.get("id") == entry_id
+        (ref["rel"], entry) for entry in entries for ref in entry.get("refs", ()) if ref.get("id") == entry_id
     ]

@@ -170,7 +170,9 @@ class ImagePin(Strict):
 class ModelPin(Strict):
     name: str | None = None
     path: str | None = None
-    revision: str | None = None  # hf:<commit> of a snapshot, sha256:<content hash> of a directory, or as stated
+    revision: str | None = (
+        None  # hf:<commit> of a snapshot, sha256:<content hash> of a directory, or as stated
+    )
     # v2: how the revision was obtained; only "hf-snapshot" and "content-hash" pin the weights.
     revision_source: Literal["hf-snapshot", "content-hash", "folder-name", "stated"] | None = None
     container_path: str | None = None  # v2: where the server sees it (baked into the image, or mounted)
@@ -216,7 +218,9 @@ class ReleasePayload(Payload):
     numbers: list[ReleaseNumber] = []  # v2
     verified: bool = False  # v2: every pin complete and every number backed by a verified result
     unverified: list[str] = []  # v2: why not, one reason each; empty exactly when verified
-    notes: list[str] = []  # v2: what a reader should know that does not unverify (a tag resolved when published)
+    notes: list[
+        str
+    ] = []  # v2: what a reader should know that does not unverify (a tag resolved when published)
 
     @model_validator(mode="before")
     @classmethod
@@ -323,8 +327,11 @@ def current_version(kind: str) -> int:
 def load_payload(kind: str, data: dict[str, Any], *, where: str = "payload") -> Payload:
     """The typed, current-version payload of a stored entry (upgrading a copy if it is older)."""
     if kind not in MODELS:
-        raise StateError(f"unknown entry kind {kind!r}; written by a newer recipe-ledger?", where=where,
-                         hint="pip install -U recipe-ledger")
+        raise StateError(
+            f"unknown entry kind {kind!r}; written by a newer recipe-ledger?",
+            where=where,
+            hint="pip install -U recipe-ledger",
+        )
     data = upgrade(kind, dict(data), where=where)
     return validate_payload(kind, data, where=where)
 
@@ -396,7 +403,9 @@ def release_gaps(data: dict[str, Any]) -> list[str]:
     origin = data.get("origin") or {}
     reasons = []
     if origin.get("how") == "imported":
-        reasons.append(f"imported from {origin.get('source') or 'a document'}: no number was measured by this tool")
+        reasons.append(
+            f"imported from {origin.get('source') or 'a document'}: no number was measured by this tool"
+        )
     image = data.get("image")
     if not image:
         reasons.append("no image pinned")
@@ -406,7 +415,9 @@ def release_gaps(data: dict[str, Any]) -> list[str]:
     if not model.get("revision"):
         reasons.append("no model revision")
     elif model.get("revision_source") not in ("hf-snapshot", "content-hash"):
-        reasons.append(f"model revision {model['revision'][:12]} is stated (from a folder name), not a content hash")
+        reasons.append(
+            f"model revision {model['revision'][:12]} is stated (from a folder name), not a content hash"
+        )
     if data.get("metrics") and not data.get("numbers"):
         reasons.append("numbers are not linked to result entries")
     return reasons
@@ -421,7 +432,9 @@ def implied_refs(payload: Payload) -> list[tuple[str, str]]:
     if isinstance(payload, ReleasePayload):
         # A release's numbers point at the results that measured them (shown by `ledger show`).
         evidence = sorted({n.result for n in payload.numbers if n.result})
-        return ([("supersedes", payload.supersedes)] if payload.supersedes else []) + [("evidence", e) for e in evidence]
+        return ([("supersedes", payload.supersedes)] if payload.supersedes else []) + [
+            ("evidence", e) for e in evidence
+        ]
     if isinstance(payload, ResultPayload) and payload.experiment and payload.experiment.calibration:
         return [("evidence", payload.experiment.calibration)]
     return []

@@ -31,7 +31,9 @@ LEDGER_DIR = gitinfo.LEDGER_DIR
 FORMAT_FILE = "format.json"
 QUARANTINE_DIR = "quarantine"
 WRITER_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-GITATTRIBUTES = "# The ledger hashes exact bytes: never convert line endings.\n*.jsonl -text\nquarantine/** -text\n"
+GITATTRIBUTES = (
+    "# The ledger hashes exact bytes: never convert line endings.\n*.jsonl -text\nquarantine/** -text\n"
+)
 _AUTO = object()  # sentinel: take the git snapshot at append time
 _FREEZE_AT = 20_000  # entries loaded at once above which they are hidden from the cyclic GC
 
@@ -90,7 +92,9 @@ class Ledger:
         try:
             version = json.loads(marker.read_text())["version"]
         except (ValueError, KeyError, TypeError):
-            raise StateError("format marker is unreadable", where=str(marker), hint="git diff ledger/") from None
+            raise StateError(
+                "format marker is unreadable", where=str(marker), hint="git diff ledger/"
+            ) from None
         if not isinstance(version, int) or version > FORMAT_VERSION:
             raise StateError(
                 f"ledger format {version} is newer than this tool reads ({FORMAT_VERSION}); nothing was changed",
@@ -135,8 +139,9 @@ class Ledger:
             return [chain.parse_line(line) for line in lines]
         except ValueError:
             bad = next(n for n, line in enumerate(lines, 1) if not _parses(line))
-            raise StateError("line is not valid JSON", where=f"{self.rel(path)}:{bad}",
-                             hint="ledger verify") from None
+            raise StateError(
+                "line is not valid JSON", where=f"{self.rel(path)}:{bad}", hint="ledger verify"
+            ) from None
 
     def by_id(self) -> dict[str, dict[str, Any]]:
         if self._by_id is None:
@@ -195,8 +200,12 @@ class Ledger:
 
         def make_line(head: dict[str, Any] | None) -> bytes:
             # Runs under the chain's lock: seq and prev come from the line that is really last.
-            body = {**fields, "seq": 0 if head is None else head["seq"] + 1,
-                    "prev": None if head is None else head["id"], "ts": clock()}
+            body = {
+                **fields,
+                "seq": 0 if head is None else head["seq"] + 1,
+                "prev": None if head is None else head["id"],
+                "ts": clock(),
+            }
             _, line = chain.encode_line(body)
             _check_size(line, kind)
             return line
@@ -204,8 +213,9 @@ class Ledger:
         line = chain.append_line(self.chain_path(writer), make_line, durable=durable)
         return self._remember(json.loads(line))
 
-    def _body_fields(self, kind: str, payload: Payload | dict[str, Any], writer: str,
-                     refs: Sequence[RefSpec], git: Any) -> dict[str, Any]:
+    def _body_fields(
+        self, kind: str, payload: Payload | dict[str, Any], writer: str, refs: Sequence[RefSpec], git: Any
+    ) -> dict[str, Any]:
         model = _clean_payload(kind, payload)
         return {
             "v": FORMAT_VERSION,

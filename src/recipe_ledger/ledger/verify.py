@@ -79,13 +79,15 @@ def verify(ledger: Ledger) -> Report:
         report.findings.extend(state.findings)
     for rel, line_no, ref_id in refs:
         if ref_id not in ids:
-            report.findings.append(Finding(rel, line_no, f"broken link: refers to {ref_id[:12]}, which no chain holds"))
+            report.findings.append(
+                Finding(rel, line_no, f"broken link: refers to {ref_id[:12]}, which no chain holds")
+            )
     return report
 
 
 def _verify_chain(data: bytes, state: _ChainState, ids: set[str], refs: list) -> int:
     lines, texts, torn = chain.split_lines(data)
-    for number, (line, text) in enumerate(zip(lines, texts), 1):
+    for number, (line, text) in enumerate(zip(lines, texts, strict=False), 1):
         entry = _check_line(line, text, number, state)
         if entry is None:
             continue
@@ -93,8 +95,12 @@ def _verify_chain(data: bytes, state: _ChainState, ids: set[str], refs: list) ->
         for ref in entry.get("refs", ()):
             refs.append((state.rel, number, ref.get("id")))
     if torn:
-        state.add(len(lines) + 1, f"torn last line ({len(torn)} bytes, no newline): an append was "
-                  "interrupted; `ledger verify --repair` moves it to quarantine", torn=True)
+        state.add(
+            len(lines) + 1,
+            f"torn last line ({len(torn)} bytes, no newline): an append was "
+            "interrupted; `ledger verify --repair` moves it to quarantine",
+            torn=True,
+        )
     return len(lines)
 
 
@@ -125,20 +131,27 @@ def _check_link(entry: dict, number: int, state: _ChainState) -> None:
         state.add(number, "no integer seq")
         return
     if seq > state.expected_seq:
-        state.add(number, f"line(s) removed or moved before this one "
-                  f"(seq jumps from {state.expected_seq - 1} to {seq})")
+        state.add(
+            number,
+            f"line(s) removed or moved before this one (seq jumps from {state.expected_seq - 1} to {seq})",
+        )
     elif seq < state.expected_seq:
         state.add(number, f"line out of order or inserted (seq {seq} after seq {state.expected_seq - 1})")
     elif prev != state.prev:
-        state.add(number, f"broken link: prev is {str(prev)[:12]}, the line before has id {str(state.prev)[:12]}")
+        state.add(
+            number, f"broken link: prev is {str(prev)[:12]}, the line before has id {str(state.prev)[:12]}"
+        )
     state.expected_seq, state.prev = seq + 1, entry["id"]
 
 
 def _newer_format(entry: dict, number: int, state: _ChainState) -> None:
     version = entry.get("v")
     if isinstance(version, int) and version > FORMAT_VERSION:
-        state.add(number, f"written in ledger format {version}, newer than this tool reads ({FORMAT_VERSION}); "
-                  "nothing was changed: upgrade recipe-ledger (pip install -U recipe-ledger)")
+        state.add(
+            number,
+            f"written in ledger format {version}, newer than this tool reads ({FORMAT_VERSION}); "
+            "nothing was changed: upgrade recipe-ledger (pip install -U recipe-ledger)",
+        )
     else:
         state.add(number, f"unknown ledger format version {version!r}")
     if isinstance(entry.get("seq"), int):
@@ -177,7 +190,9 @@ def _non_append(old: bytes, new: bytes | None) -> str | None:
         return "removed the file"
     if new.startswith(old):
         return None
-    differ = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+    differ = next(
+        (i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new))
+    )
     line = old.count(b"\n", 0, differ) + 1
     if len(new) < len(old) and old.startswith(new):
         return f"removed everything from line {line} on"

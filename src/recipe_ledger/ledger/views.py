@@ -36,7 +36,9 @@ def query(ledger: Ledger, *, kind: str | None = None, status: str | None = None)
     if kind is not None and kind not in KINDS:
         raise InputError(f"unknown kind {kind!r}", where="--kind", hint=f"one of: {', '.join(KINDS)}")
     if status is not None and status not in STATUSES:
-        raise InputError(f"unknown status {status!r}", where="--status", hint=f"one of: {', '.join(STATUSES)}")
+        raise InputError(
+            f"unknown status {status!r}", where="--status", hint=f"one of: {', '.join(STATUSES)}"
+        )
     entries = ledger.entries()
     statuses = fold_statuses(entries)
     return [
@@ -50,7 +52,9 @@ def summarize(entry: dict[str, Any], width: int = 90) -> str:
     """One line saying what an entry is, from its payload (plain dict access, no models)."""
     payload = entry.get("payload", {})
     if entry.get("kind") == "release":
-        text = f"{payload.get('lane', '?')} {payload.get('version', '?')}: " + "; ".join(payload.get("changes", []))
+        text = f"{payload.get('lane', '?')} {payload.get('version', '?')}: " + "; ".join(
+            payload.get("changes", [])
+        )
     else:
         fields = _SUMMARY_FIELDS.get(entry.get("kind", ""), ("text",))
         text = next((str(payload[f]) for f in fields if payload.get(f)), "")
@@ -67,8 +71,13 @@ def detail(ledger: Ledger, id_or_prefix: str) -> dict[str, Any]:
         "entry": entry,
         "status": statuses[entry["id"]],
         "referred_by": [
-            {"rel": rel, "id": other["id"], "kind": other["kind"], "status": statuses[other["id"]],
-             "summary": summarize(other)}
+            {
+                "rel": rel,
+                "id": other["id"],
+                "kind": other["kind"],
+                "status": statuses[other["id"]],
+                "summary": summarize(other),
+            }
             for rel, other in referrers(entries, entry["id"])
         ],
     }

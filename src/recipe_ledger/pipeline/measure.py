@@ -48,14 +48,23 @@ class PointRecord:
 Progress = Callable[[str, int, int], None]  # (arm, repeat, point) -> None, after each point
 
 
-def launch_spec(plan: RunPlan, arm: ArmPlan, repeat: int, run_dir: Path, run_id: str, tag: str = "") -> LaunchSpec:
+def launch_spec(
+    plan: RunPlan, arm: ArmPlan, repeat: int, run_dir: Path, run_id: str, tag: str = ""
+) -> LaunchSpec:
     server = plan.experiment.server
     return LaunchSpec(
-        argv=arm.argv, env=arm.env,  # the process launcher adds the environment it runs in
-        host=server.host, port=server.port, health_path="/health", health_timeout_s=server.health_timeout_s,
-        log_path=run_dir / f"server-{tag}{arm.name}-r{repeat}.log", run_id=run_id,
-        image=arm.image if server.launcher == "docker" else None, volumes=dict(server.volumes),
-        gpus=server.gpus, ulimit_memlock=grantable_memlock(),
+        argv=arm.argv,
+        env=arm.env,  # the process launcher adds the environment it runs in
+        host=server.host,
+        port=server.port,
+        health_path="/health",
+        health_timeout_s=server.health_timeout_s,
+        log_path=run_dir / f"server-{tag}{arm.name}-r{repeat}.log",
+        run_id=run_id,
+        image=arm.image if server.launcher == "docker" else None,
+        volumes=dict(server.volumes),
+        gpus=server.gpus,
+        ulimit_memlock=grantable_memlock(),
     )
 
 
@@ -65,10 +74,16 @@ def launcher_for(plan: RunPlan):
 
 def client_env() -> dict[str, str]:
     """The bench client runs from the serving venv; it needs the CPU device hint and no hub."""
-    return {**os.environ, "VLLM_TARGET_DEVICE": os.environ.get("VLLM_TARGET_DEVICE", "cpu"), "HF_HUB_OFFLINE": "1"}
+    return {
+        **os.environ,
+        "VLLM_TARGET_DEVICE": os.environ.get("VLLM_TARGET_DEVICE", "cpu"),
+        "HF_HUB_OFFLINE": "1",
+    }
 
 
-def measure_point(plan: RunPlan, arm: ArmPlan, instrument: Instrument, ctx: MeasureContext, repo: Path) -> Measurement:
+def measure_point(
+    plan: RunPlan, arm: ArmPlan, instrument: Instrument, ctx: MeasureContext, repo: Path
+) -> Measurement:
     if instrument.kind == "vllm_bench_serve":
         return vllm_bench.measure(plan.engine_bin, instrument.options, ctx, env=client_env())
     if instrument.kind == "command":
@@ -87,8 +102,9 @@ def warm_up(base_url: str, model: str, requests: int) -> None:
     start-up costs that belong to no sweep point (seen here: the first bench after boot ~20% slow)."""
     body = json.dumps({"model": model, "prompt": "warm up", "max_tokens": 8, "temperature": 0}).encode()
     for _ in range(requests):
-        request = urllib.request.Request(f"{base_url}/v1/completions", data=body,
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{base_url}/v1/completions", data=body, headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(request, timeout=120) as response:
                 response.read()
@@ -96,8 +112,17 @@ def warm_up(base_url: str, model: str, requests: int) -> None:
             return  # not an OpenAI-style server (a study with its own probe): nothing to warm
 
 
-def sweep(plan: RunPlan, arm: ArmPlan, repeat: int, base_url: str | None, run_dir: Path, repo: Path,
-          server=None, progress: Progress | None = None, tag: str = "") -> list[PointRecord]:
+def sweep(
+    plan: RunPlan,
+    arm: ArmPlan,
+    repeat: int,
+    base_url: str | None,
+    run_dir: Path,
+    repo: Path,
+    server=None,
+    progress: Progress | None = None,
+    tag: str = "",
+) -> list[PointRecord]:
     """Every point x instrument for one launch of one arm."""
     records = []
     if base_url and plan.experiment.server.warmup_requests:
@@ -107,25 +132,55 @@ def sweep(plan: RunPlan, arm: ArmPlan, repeat: int, base_url: str | None, run_di
             if server is not None:
                 _reset_prefix_cache(server)
             before = server_metrics.scrape(base_url) if base_url else None
-            ctx = MeasureContext(arm=f"{tag}{arm.name}", point=point, repeat=repeat, seed=plan.seed(point, repeat),
-                                 out_dir=run_dir / "raw", base_url=base_url, model_name=arm.served_model,
-                                 tokenizer=arm.model_dir, params=tuple(sorted(arm.params.items())))
+            ctx = MeasureContext(
+                arm=f"{tag}{arm.name}",
+                point=point,
+                repeat=repeat,
+                seed=plan.seed(point, repeat),
+                out_dir=run_dir / "raw",
+                base_url=base_url,
+                model_name=arm.served_model,
+                tokenizer=arm.model_dir,
+                params=tuple(sorted(arm.params.items())),
+            )
             m = measure_point(plan, arm, instrument, ctx, repo)
             after = server_metrics.scrape(base_url) if base_url else None
-            records.append(PointRecord(arm.name, repeat, point, instrument.name, m.instrument_version, ctx.seed,
-                                       m.metrics, server_metrics.derive(before, after),
-                                       str(m.raw_path.relative_to(run_dir)), m.raw_sha256, round(m.wall_s, 3)))
+            records.append(
+                PointRecord(
+                    arm.name,
+                    repeat,
+                    point,
+                    instrument.name,
+                    m.instrument_version,
+                    ctx.seed,
+                    m.metrics,
+                    server_metrics.derive(before, after),
+                    str(m.raw_path.relative_to(run_dir)),
+                    m.raw_sha256,
+                    round(m.wall_s, 3),
+                )
+            )
         if progress:
             progress(arm.name, repeat, point)
     return records
 
 
-def measure_launch(plan: RunPlan, arm: ArmPlan, repeat: int, run_dir: Path, run_id: str, repo: Path,
-                   progress: Progress | None = None, tag: str = "") -> list[PointRecord]:
+def measure_launch(
+    plan: RunPlan,
+    arm: ArmPlan,
+    repeat: int,
+    run_dir: Path,
+    run_id: str,
+    repo: Path,
+    progress: Progress | None = None,
+    tag: str = "",
+) -> list[PointRecord]:
     """One fresh launch of ``arm``: boot, sweep, tear down (always, also on error and Ctrl-C)."""
     if not plan.experiment.server.needs_server:
         return sweep(plan, arm, repeat, None, run_dir, repo, progress=progress, tag=tag)
     spec = launch_spec(plan, arm, repeat, run_dir, run_id, tag)
     with launcher_for(plan).start(spec) as server:
         remember_flagset(arm)
-        return sweep(plan, arm, repeat, server.base_url, run_dir, repo, server=server, progress=progress, tag=tag)
+        return sweep(
+            plan, arm, repeat, server.base_url, run_dir, repo, server=server, progress=progress, tag=tag
+        )

@@ -28,17 +28,19 @@ class ArmPlan:
     name: str
     argv: list[str]
     env: dict[str, str]
-    source: str                 # what it was resolved from, for people
-    model_dir: str | None       # a local model directory (also the bench client's tokenizer)
-    served_model: str           # the name clients send in requests
+    source: str  # what it was resolved from, for people
+    model_dir: str | None  # a local model directory (also the bench client's tokenizer)
+    served_model: str  # the name clients send in requests
     image: str | None = None
     params: dict[str, str] = field(default_factory=dict)  # a study arm's template parameters
 
     @property
     def fingerprint(self) -> str:
         """What makes two launches the same configuration: argv, env (secrets redacted), image."""
-        blob = json.dumps({"argv": self.argv, "env": redact_env(self.env), "image": self.image,
-                           "params": self.params}, sort_keys=True)
+        blob = json.dumps(
+            {"argv": self.argv, "env": redact_env(self.env), "image": self.image, "params": self.params},
+            sort_keys=True,
+        )
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -47,7 +49,7 @@ class RunPlan:
     experiment: Experiment
     box: Box
     arms: dict[str, ArmPlan]
-    schedule: list[tuple[str, int]]      # (arm, repeat), ABBA
+    schedule: list[tuple[str, int]]  # (arm, repeat), ABBA
     spec_path: str
     engine_bin: str
     notes: list[str] = field(default_factory=list)
@@ -68,7 +70,9 @@ def abba_schedule(arms: list[str], repeats: int) -> list[tuple[str, int]]:
     return order
 
 
-def apply_overrides(argv: list[str], env: dict[str, str], overrides: Overrides) -> tuple[list[str], dict[str, str]]:
+def apply_overrides(
+    argv: list[str], env: dict[str, str], overrides: Overrides
+) -> tuple[list[str], dict[str, str]]:
     """Drop ``remove_args`` flags (with their values), then append ``args`` replacing any earlier
     occurrence of the same flag: the last value is the one vLLM would use anyway, and a
     single occurrence keeps the command readable."""
@@ -98,19 +102,26 @@ def served_model_name(argv: list[str]) -> str:
 
 
 def _recipe_arm(root: RecipeRoot, box: Box, name: str, arm: RecipeArm, repo: Path) -> ArmPlan:
-    request = CommandRequest(arm.recipe, arm.hardware or box.hardware, arm.strategy, arm.variant, arm.features)
+    request = CommandRequest(
+        arm.recipe, arm.hardware or box.hardware, arm.strategy, arm.variant, arm.features
+    )
     resolved = resolve_for_people(root, request)
     if "argv" not in resolved.result:
-        raise InputError(f"arm {name!r}: {resolved.strategy} is a multi-node or PD strategy; "
-                         "ledger run launches single-node servers", hint="set strategy: single_node_tp")
+        raise InputError(
+            f"arm {name!r}: {resolved.strategy} is a multi-node or PD strategy; "
+            "ledger run launches single-node servers",
+            hint="set strategy: single_node_tp",
+        )
     argv = list(resolved.result["argv"])
     model_dir = None
     if arm.model_path:
         model_dir = str((repo / arm.model_path).resolve())
         argv[2] = model_dir
     argv, env = apply_overrides(argv, resolved.env, arm.overrides)
-    source = (f"{resolved.loaded.ref} · {resolved.hardware} · {resolved.strategy} · {resolved.variant} · "
-              f"features: {', '.join(resolved.features) or 'none'}")
+    source = (
+        f"{resolved.loaded.ref} · {resolved.hardware} · {resolved.strategy} · {resolved.variant} · "
+        f"features: {', '.join(resolved.features) or 'none'}"
+    )
     return ArmPlan(name, argv, env, source, model_dir, served_model_name(argv))
 
 
@@ -127,28 +138,38 @@ class ReleaseLaunch:
 
     argv: list[str]
     env: dict[str, str]
-    image: str | None      # a digest reference when the release is served from an image
+    image: str | None  # a digest reference when the release is served from an image
     model_dir: str | None  # the local model directory (the bench client's tokenizer)
 
 
 ReleaseLookup = Callable[[str], ReleaseLaunch]  # "LANE@VERSION" -> its pins; raises when unknown
 
 
-def _release_arm(name: str, arm: ReleaseArm, lookup: ReleaseLookup | None, experiment: Experiment,
-                 repo: Path) -> ArmPlan:
+def _release_arm(
+    name: str, arm: ReleaseArm, lookup: ReleaseLookup | None, experiment: Experiment, repo: Path
+) -> ArmPlan:
     if lookup is None:
-        raise InputError(f"arm {name!r} names release {arm.release!r}, but no ledger was given to look it up",
-                         hint="ledger run reads releases from the ledger")
+        raise InputError(
+            f"arm {name!r} names release {arm.release!r}, but no ledger was given to look it up",
+            hint="ledger run reads releases from the ledger",
+        )
     pinned = lookup(arm.release)
     if not pinned.argv:
-        raise InputError(f"release {arm.release} records no launch argv (imported or unpinned): it cannot be "
-                         "launched as it was published", hint=f"ledger release show {arm.release}")
+        raise InputError(
+            f"release {arm.release} records no launch argv (imported or unpinned): it cannot be "
+            "launched as it was published",
+            hint=f"ledger release show {arm.release}",
+        )
     if pinned.image and experiment.server.launcher != "docker":
-        raise InputError(f"release {arm.release} is served from image {pinned.image}",
-                         hint="set server.launcher: docker in the experiment")
+        raise InputError(
+            f"release {arm.release} is served from image {pinned.image}",
+            hint="set server.launcher: docker in the experiment",
+        )
     argv, env = apply_overrides(list(pinned.argv), dict(pinned.env), arm.overrides)
     model_dir = str((repo / pinned.model_dir).resolve()) if pinned.model_dir else None
-    return ArmPlan(name, argv, env, f"release {arm.release}", model_dir, served_model_name(argv), pinned.image)
+    return ArmPlan(
+        name, argv, env, f"release {arm.release}", model_dir, served_model_name(argv), pinned.image
+    )
 
 
 def find_engine_bin(repo: Path, engine: str) -> str:
@@ -162,8 +183,13 @@ def find_engine_bin(repo: Path, engine: str) -> str:
     return shutil.which(engine) or engine
 
 
-def plan_run(spec_path: Path, experiment: Experiment, root: RecipeRoot, repo: Path,
-             release_lookup: ReleaseLookup | None = None) -> RunPlan:
+def plan_run(
+    spec_path: Path,
+    experiment: Experiment,
+    root: RecipeRoot,
+    repo: Path,
+    release_lookup: ReleaseLookup | None = None,
+) -> RunPlan:
     box = load_box(root.root / "boxes", experiment.box)
     arms: dict[str, ArmPlan] = {}
     engine_bin = find_engine_bin(repo, "vllm")
@@ -183,7 +209,20 @@ def plan_run(spec_path: Path, experiment: Experiment, root: RecipeRoot, repo: Pa
         argv = with_server_address(plan.argv, experiment.server.host, experiment.server.port)
         if argv[0] == "vllm" and experiment.server.launcher == "process":
             argv = [engine_bin, *argv[1:]]
-        arms[name] = ArmPlan(name, argv, plan.env, plan.source, plan.model_dir, plan.served_model,
-                             plan.image or experiment.server.image)
-    return RunPlan(experiment, box, arms, abba_schedule(experiment.arm_names, experiment.repeats),
-                   str(spec_path), engine_bin)
+        arms[name] = ArmPlan(
+            name,
+            argv,
+            plan.env,
+            plan.source,
+            plan.model_dir,
+            plan.served_model,
+            plan.image or experiment.server.image,
+        )
+    return RunPlan(
+        experiment,
+        box,
+        arms,
+        abba_schedule(experiment.arm_names, experiment.repeats),
+        str(spec_path),
+        engine_bin,
+    )

@@ -24,9 +24,19 @@ NETWORK_FS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "sshfs", "9p", "afs", "glu
 # Flags that change what the server does with requests, not which kernels it compiles: a change
 # in these does not invalidate a kernel-autotune cache.
 _NOT_AUTOTUNE_KEYED = {
-    "--host", "--port", "--served-model-name", "--api-key", "--tool-call-parser", "--reasoning-parser",
-    "--enable-auto-tool-choice", "--chat-template", "--disable-log-requests", "--disable-log-stats",
-    "--disable-uvicorn-access-log", "--uvicorn-log-level", "--trust-remote-code",
+    "--host",
+    "--port",
+    "--served-model-name",
+    "--api-key",
+    "--tool-call-parser",
+    "--reasoning-parser",
+    "--enable-auto-tool-choice",
+    "--chat-template",
+    "--disable-log-requests",
+    "--disable-log-stats",
+    "--disable-uvicorn-access-log",
+    "--uvicorn-log-level",
+    "--trust-remote-code",
 }
 
 
@@ -60,32 +70,52 @@ def check_model_local(arm: ArmPlan, allow_network_fs: bool) -> None:
     if not arm.model_dir:
         return
     if not Path(arm.model_dir).is_dir():
-        raise StateError(f"arm {arm.name!r}: model directory {arm.model_dir} does not exist", where=arm.model_dir,
-                         hint="scripts/make_tiny_model.py DIR for the tiny model, or fix model_path")
+        raise StateError(
+            f"arm {arm.name!r}: model directory {arm.model_dir} does not exist",
+            where=arm.model_dir,
+            hint="scripts/make_tiny_model.py DIR for the tiny model, or fix model_path",
+        )
     fstype = mount_fstype(Path(arm.model_dir))
     if is_network_fs(fstype) and not allow_network_fs:
-        raise StateError(f"arm {arm.name!r}: the model is on a network file system ({fstype}); seed 000 saw an "
-                         "8-minute boot become 92 minutes that way", where=arm.model_dir,
-                         hint="copy the model to a local disk, or pass --allow-network-fs")
+        raise StateError(
+            f"arm {arm.name!r}: the model is on a network file system ({fstype}); seed 000 saw an "
+            "8-minute boot become 92 minutes that way",
+            where=arm.model_dir,
+            hint="copy the model to a local disk, or pass --allow-network-fs",
+        )
 
 
 def check_engine(plan: RunPlan) -> None:
     binary = plan.arms["control"].argv[0]
-    if plan.experiment.server.launcher == "process" and shutil.which(binary) is None and not Path(binary).is_file():
-        raise StateError(f"the serving engine {binary!r} is not installed", where=binary,
-                         hint="scripts/setup_serve_venv.sh")
+    if (
+        plan.experiment.server.launcher == "process"
+        and shutil.which(binary) is None
+        and not Path(binary).is_file()
+    ):
+        raise StateError(
+            f"the serving engine {binary!r} is not installed",
+            where=binary,
+            hint="scripts/setup_serve_venv.sh",
+        )
 
 
 def check_gpu_idle(allow_busy: bool) -> str | None:
     """A busy GPU makes every number wrong; say so before launching."""
     if shutil.which("nvidia-smi") is None:
         return None
-    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader"],
-                         capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        ["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     busy = [line for line in out.stdout.splitlines() if line.strip()]
     if busy and not allow_busy:
-        raise StateError(f"the GPU is busy: {'; '.join(busy)}", where="nvidia-smi",
-                         hint="stop those processes, or pass --allow-busy-gpu")
+        raise StateError(
+            f"the GPU is busy: {'; '.join(busy)}",
+            where="nvidia-smi",
+            hint="stop those processes, or pass --allow-busy-gpu",
+        )
     return f"GPU busy, allowed: {'; '.join(busy)}" if busy else None
 
 
@@ -96,8 +126,9 @@ def autotune_fingerprint(argv: list[str]) -> str:
 
 
 def autotune_cache_dir(arm: ArmPlan) -> Path:
-    return Path(arm.env.get("VLLM_CACHE_ROOT") or os.environ.get("VLLM_CACHE_ROOT")
-                or Path.home() / ".cache" / "vllm")
+    return Path(
+        arm.env.get("VLLM_CACHE_ROOT") or os.environ.get("VLLM_CACHE_ROOT") or Path.home() / ".cache" / "vllm"
+    )
 
 
 def check_autotune_cache(arm: ArmPlan) -> str | None:
@@ -107,8 +138,10 @@ def check_autotune_cache(arm: ArmPlan) -> str | None:
     fingerprint = autotune_fingerprint(arm.argv)
     if fingerprint in seen:
         return None
-    return (f"arm {arm.name!r}: flag set {fingerprint} is new to the kernel cache {seen_file.parent}; the first "
-            "boot may autotune for a long time (seed 000: 74 minutes on a GB300)")
+    return (
+        f"arm {arm.name!r}: flag set {fingerprint} is new to the kernel cache {seen_file.parent}; the first "
+        "boot may autotune for a long time (seed 000: 74 minutes on a GB300)"
+    )
 
 
 def remember_flagset(arm: ArmPlan) -> None:
@@ -123,7 +156,9 @@ def remember_flagset(arm: ArmPlan) -> None:
         pass  # a read-only cache only costs the announcement next time
 
 
-def preflight(plan: RunPlan, *, allow_network_fs: bool = False, allow_busy_gpu: bool = False) -> PreflightReport:
+def preflight(
+    plan: RunPlan, *, allow_network_fs: bool = False, allow_busy_gpu: bool = False
+) -> PreflightReport:
     report = PreflightReport()
     server = plan.experiment.server
     if server.needs_server:

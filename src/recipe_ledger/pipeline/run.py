@@ -59,8 +59,14 @@ def calibration_key(plan: RunPlan, instrument: str, metric: str, host: dict[str,
     the control's configuration, the instrument (name, options, version) and the points."""
     exp = plan.experiment
     inst = next(i for i in exp.instruments if i.name == instrument)
-    blob = {"box": plan.box.id, "host": comparable_host(host), "control": plan.arms["control"].fingerprint,
-            "instrument": [inst.kind, inst.options, inst.command], "metric": metric, "points": exp.points}
+    blob = {
+        "box": plan.box.id,
+        "host": comparable_host(host),
+        "control": plan.arms["control"].fingerprint,
+        "instrument": [inst.kind, inst.options, inst.command],
+        "metric": metric,
+        "points": exp.points,
+    }
     return "sha256:" + hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -85,8 +91,14 @@ def to_verdict_calibration(entry: dict) -> verdicts.Calibration:
     payload = entry["payload"]
     points = {
         name: verdicts.CalibrationPoint(
-            n=p["n"], mean=p["mean"], sigma=p["sigma"], cv=p["cv"], sigma_log=p.get("sigma_log") or p["cv"],
-            max_spread=p["max_spread"], samples=p.get("samples", []))
+            n=p["n"],
+            mean=p["mean"],
+            sigma=p["sigma"],
+            cv=p["cv"],
+            sigma_log=p.get("sigma_log") or p["cv"],
+            max_spread=p["max_spread"],
+            samples=p.get("samples", []),
+        )
         for name, p in payload["points"].items()
     }
     return verdicts.Calibration(metric=payload["metric"], points=points)
@@ -94,8 +106,11 @@ def to_verdict_calibration(entry: dict) -> verdicts.Calibration:
 
 def samples(records: list[PointRecord], arm: str, instrument: str, metric: str, point: int) -> list[float]:
     """One number per repeat (a launch) for this arm, point and metric."""
-    return [r.metrics[metric] for r in records
-            if r.arm == arm and r.instrument == instrument and r.point == point and metric in r.metrics]
+    return [
+        r.metrics[metric]
+        for r in records
+        if r.arm == arm and r.instrument == instrument and r.point == point and metric in r.metrics
+    ]
 
 
 # ------------------------------------------------------------------------------ the run
@@ -125,8 +140,16 @@ def calibrate_inline(ctx: RunContext) -> tuple[list[PointRecord], int]:
     repeats = ctx.plan.experiment.calibration.repeats
     records: list[PointRecord] = []
     for repeat in range(1, repeats + 1):
-        records += measure_launch(ctx.plan, ctx.plan.arms["control"], repeat, ctx.run_dir, ctx.run_id, ctx.repo,
-                                  progress=ctx.progress, tag=CALIBRATION_TAG)
+        records += measure_launch(
+            ctx.plan,
+            ctx.plan.arms["control"],
+            repeat,
+            ctx.run_dir,
+            ctx.run_id,
+            ctx.repo,
+            progress=ctx.progress,
+            tag=CALIBRATION_TAG,
+        )
     return records, repeats
 
 
@@ -137,19 +160,26 @@ def record_calibrations(ctx: RunContext, records: list[PointRecord]) -> dict[tup
         instrument = bar_instrument(ctx.plan, bar)
         if (instrument, bar.metric) in out:
             continue
-        by_point = {p: samples(records, "control", instrument, bar.metric, p) for p in ctx.plan.experiment.points}
+        by_point = {
+            p: samples(records, "control", instrument, bar.metric, p) for p in ctx.plan.experiment.points
+        }
         calibration = verdicts.calibrate(by_point, metric=bar.metric)
         payload = {
-            "schema_version": 2, "instrument": instrument, "metric": bar.metric,
+            "schema_version": 2,
+            "instrument": instrument,
+            "metric": bar.metric,
             # Not named "key": the redactor hides values of fields named like secrets (*KEY*).
-            "fingerprint": calibration_key(ctx.plan, instrument, bar.metric, ctx.host), "method": verdicts.METHOD,
+            "fingerprint": calibration_key(ctx.plan, instrument, bar.metric, ctx.host),
+            "method": verdicts.METHOD,
             "points": {k: p.model_dump() for k, p in calibration.points.items()},
             "text": f"A/A calibration of {ctx.plan.experiment.name}'s control on {ctx.plan.box.id}: "
-                    + ", ".join(f"p{k} cv {p.cv * 100:.2f}%" for k, p in calibration.points.items()),
+            + ", ".join(f"p{k} cv {p.cv * 100:.2f}%" for k, p in calibration.points.items()),
             "origin": {"how": "measured", "source": ctx.run_id},
             "conditions": {"box": ctx.plan.box.id, "experiment": ctx.plan.experiment.name},
         }
-        out[(instrument, bar.metric)] = ctx.ledger.append("calibration", payload, writer=ctx.writer, git=ctx.git)
+        out[(instrument, bar.metric)] = ctx.ledger.append(
+            "calibration", payload, writer=ctx.writer, git=ctx.git
+        )
     return out
 
 
@@ -174,7 +204,9 @@ def calibrations(ctx: RunContext) -> tuple[dict[tuple[str, str], dict], bool]:
     if complete:
         ctx.say(f"using calibration {', '.join(e['id'][:12] for e in found.values())} from the ledger")
         return found, False
-    ctx.say(f"no matching calibration in the ledger: running {exp.calibration.repeats} A/A launches of the control first")
+    ctx.say(
+        f"no matching calibration in the ledger: running {exp.calibration.repeats} A/A launches of the control first"
+    )
     records, _ = calibrate_inline(ctx)
     write_records(ctx.run_dir / "calibration.jsonl", records)
     return record_calibrations(ctx, records), True
@@ -187,14 +219,24 @@ def write_records(path: Path, records: list[PointRecord]) -> None:
 def run_schedule(ctx: RunContext) -> list[PointRecord]:
     records: list[PointRecord] = []
     for arm_name, repeat in ctx.plan.schedule:
-        records += measure_launch(ctx.plan, ctx.plan.arms[arm_name], repeat, ctx.run_dir, ctx.run_id, ctx.repo,
-                                  progress=ctx.progress)
-        write_records(ctx.run_dir / "measurements.jsonl", records)  # keep what is done if a later launch fails
+        records += measure_launch(
+            ctx.plan,
+            ctx.plan.arms[arm_name],
+            repeat,
+            ctx.run_dir,
+            ctx.run_id,
+            ctx.repo,
+            progress=ctx.progress,
+        )
+        write_records(
+            ctx.run_dir / "measurements.jsonl", records
+        )  # keep what is done if a later launch fails
     return records
 
 
-def decide_bars(ctx: RunContext, records: list[PointRecord], cals: dict[tuple[str, str], dict]
-                ) -> tuple[list[verdicts.Verdict], list[BarVerdict]]:
+def decide_bars(
+    ctx: RunContext, records: list[PointRecord], cals: dict[tuple[str, str], dict]
+) -> tuple[list[verdicts.Verdict], list[BarVerdict]]:
     exp = ctx.plan.experiment
     out_v, out_b = [], []
     for candidate in exp.candidates:
@@ -204,15 +246,32 @@ def decide_bars(ctx: RunContext, records: list[PointRecord], cals: dict[tuple[st
             cal = cals.get((instrument, bar.metric))
             calibration = to_verdict_calibration(cal) if cal else None
             for point in points:
-                vbar = verdicts.Bar(metric=bar.metric, point=point, direction=bar.direction, min_effect=bar.min_effect)
+                vbar = verdicts.Bar(
+                    metric=bar.metric, point=point, direction=bar.direction, min_effect=bar.min_effect
+                )
                 control = samples(records, "control", instrument, bar.metric, point)
                 cand = samples(records, candidate, instrument, bar.metric, point)
-                v = verdicts.decide(control, cand, vbar, calibration, agreement_threshold=bar.agreement_threshold)
+                v = verdicts.decide(
+                    control, cand, vbar, calibration, agreement_threshold=bar.agreement_threshold
+                )
                 out_v.append(v)
-                out_b.append(BarVerdict(candidate=candidate, metric=bar.metric, point=point, direction=bar.direction,
-                                        min_effect=bar.min_effect, outcome=v.outcome, effect=v.effect,
-                                        ci_low=v.ci_low, ci_high=v.ci_high, mde=v.mde, control=v.control_geomean,
-                                        value=v.candidate_geomean, reason=v.reason))
+                out_b.append(
+                    BarVerdict(
+                        candidate=candidate,
+                        metric=bar.metric,
+                        point=point,
+                        direction=bar.direction,
+                        min_effect=bar.min_effect,
+                        outcome=v.outcome,
+                        effect=v.effect,
+                        ci_low=v.ci_low,
+                        ci_high=v.ci_high,
+                        mde=v.mde,
+                        control=v.control_geomean,
+                        value=v.candidate_geomean,
+                        reason=v.reason,
+                    )
+                )
     return out_v, out_b
 
 
@@ -220,8 +279,17 @@ def summary_metrics(records: list[PointRecord]) -> dict[str, float]:
     """Medians per arm, point and metric: ``<arm>.c<point>.<metric>`` (small, table-friendly)."""
     groups: dict[str, list[float]] = {}
     for r in records:
-        for metric in ("output_tps_total", "ttft_ms_p50", "tpot_ms_p50", "itl_ms_p50", "decode_tps_per_stream",
-                       "request_rps", "hbm_read_gbps", "uva_read_gbps", "h2d_memcpy_gbps"):
+        for metric in (
+            "output_tps_total",
+            "ttft_ms_p50",
+            "tpot_ms_p50",
+            "itl_ms_p50",
+            "decode_tps_per_stream",
+            "request_rps",
+            "hbm_read_gbps",
+            "uva_read_gbps",
+            "h2d_memcpy_gbps",
+        ):
             if metric in r.metrics:
                 groups.setdefault(f"{r.arm}.c{r.point}.{metric}", []).append(r.metrics[metric])
         for metric, value in r.server.items():
@@ -234,25 +302,44 @@ def artifact_hashes(run_dir: Path) -> dict[str, str]:
     return {name: sha256_file(run_dir / name) for name in names if (run_dir / name).is_file()}
 
 
-def experiment_record(ctx: RunContext, records: list[PointRecord], bars: list[BarVerdict],
-                      cals: dict, inline: bool) -> ExperimentRecord:
+def experiment_record(
+    ctx: RunContext, records: list[PointRecord], bars: list[BarVerdict], cals: dict, inline: bool
+) -> ExperimentRecord:
     plan, exp = ctx.plan, ctx.plan.experiment
     arms = {}
     for name, arm in plan.arms.items():
         revision = model_revision(Path(arm.model_dir)) if arm.model_dir else None
-        arms[name] = ArmRecord(source=arm.source, fingerprint=arm.fingerprint, argv=arm.argv,
-                               env=redact_env(arm.env), image=arm.image,
-                               model_sha256=revision if revision and revision.startswith("sha256:") else None)
+        arms[name] = ArmRecord(
+            source=arm.source,
+            fingerprint=arm.fingerprint,
+            argv=arm.argv,
+            env=redact_env(arm.env),
+            image=arm.image,
+            model_sha256=revision if revision and revision.startswith("sha256:") else None,
+        )
     instruments = {}
     for r in records:
         instruments.setdefault(r.instrument, r.instrument_version)
     calibration_ids = [e["id"] for e in cals.values()]
     return ExperimentRecord(
-        name=exp.name, spec=repo_relative(Path(plan.spec_path), ctx.repo), spec_sha256=sha256_file(Path(plan.spec_path)),
-        hypothesis=exp.hypothesis, box=plan.box.id, run_id=ctx.run_id, points=exp.points, repeats=exp.repeats,
-        schedule=[f"{a}#{r}" for a, r in plan.schedule], instruments=instruments, arms=arms, bars=bars,
-        calibration=calibration_ids[0] if calibration_ids else None, calibration_inline=inline,
-        method=verdicts.METHOD, host=ctx.host, duration_s=round(time.monotonic() - ctx.started, 1))
+        name=exp.name,
+        spec=repo_relative(Path(plan.spec_path), ctx.repo),
+        spec_sha256=sha256_file(Path(plan.spec_path)),
+        hypothesis=exp.hypothesis,
+        box=plan.box.id,
+        run_id=ctx.run_id,
+        points=exp.points,
+        repeats=exp.repeats,
+        schedule=[f"{a}#{r}" for a, r in plan.schedule],
+        instruments=instruments,
+        arms=arms,
+        bars=bars,
+        calibration=calibration_ids[0] if calibration_ids else None,
+        calibration_inline=inline,
+        method=verdicts.METHOD,
+        host=ctx.host,
+        duration_s=round(time.monotonic() - ctx.started, 1),
+    )
 
 
 def repo_relative(path: Path, repo: Path) -> str:
@@ -264,17 +351,25 @@ def repo_relative(path: Path, repo: Path) -> str:
 
 
 def headline(bars: list[BarVerdict]) -> str:
-    parts = [f"{b.candidate} {b.metric}@{b.point}: {b.outcome}"
-             + (f" ({b.effect * 100:+.1f}%)" if b.effect is not None else "") for b in bars]
+    parts = [
+        f"{b.candidate} {b.metric}@{b.point}: {b.outcome}"
+        + (f" ({b.effect * 100:+.1f}%)" if b.effect is not None else "")
+        for b in bars
+    ]
     return "; ".join(parts)
 
 
 def record_result(ctx: RunContext, records, bars, cals, inline) -> dict:
     record = experiment_record(ctx, records, bars, cals, inline)
-    (ctx.run_dir / "summary.json").write_text(json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True))
+    (ctx.run_dir / "summary.json").write_text(
+        json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True)
+    )
     payload = {
-        "schema_version": 2, "subject": ctx.plan.experiment.name, "text": headline(bars),
-        "metrics": summary_metrics(records), "verdict": _overall(bars),
+        "schema_version": 2,
+        "subject": ctx.plan.experiment.name,
+        "text": headline(bars),
+        "metrics": summary_metrics(records),
+        "verdict": _overall(bars),
         "conditions": {"box": ctx.plan.box.id, "run_id": ctx.run_id},
         "experiment": record.model_dump(mode="json", exclude_none=True),
         "origin": {"how": "measured", "source": ctx.run_id},
@@ -310,8 +405,15 @@ def cause_class_of(error: BaseException) -> str:
     if isinstance(error, KeyboardInterrupt):
         return "other"
     if isinstance(error, BootFailure):
-        return {"out_of_memory": "oom", "timeout": "hang", "crash": "no-boot", "rejected_flag": "config",
-                "port_in_use": "config", "image_missing": "config", "docker_unavailable": "config"}.get(error.cause, "no-boot")
+        return {
+            "out_of_memory": "oom",
+            "timeout": "hang",
+            "crash": "no-boot",
+            "rejected_flag": "config",
+            "port_in_use": "config",
+            "image_missing": "config",
+            "docker_unavailable": "config",
+        }.get(error.cause, "no-boot")
     if isinstance(error, InstrumentError):
         return "crash"
     return "other"
@@ -319,11 +421,17 @@ def cause_class_of(error: BaseException) -> str:
 
 def record_failure(ctx: RunContext, error: BaseException, where: str) -> dict:
     tail = getattr(error, "log_tail", None) or getattr(error, "output_tail", None) or ""
-    message = "interrupted (Ctrl-C)" if isinstance(error, KeyboardInterrupt) else (
-        error.one_line() if isinstance(error, LedgerError) else f"{type(error).__name__}: {error}")
+    message = (
+        "interrupted (Ctrl-C)"
+        if isinstance(error, KeyboardInterrupt)
+        else (error.one_line() if isinstance(error, LedgerError) else f"{type(error).__name__}: {error}")
+    )
     payload = {
-        "schema_version": 1, "subject": ctx.plan.experiment.name, "cause_class": cause_class_of(error),
-        "cause": redact_text(f"{where}: {message}")[:2000], "log_tail": redact_text(tail)[-3900:] or None,
+        "schema_version": 1,
+        "subject": ctx.plan.experiment.name,
+        "cause_class": cause_class_of(error),
+        "cause": redact_text(f"{where}: {message}")[:2000],
+        "log_tail": redact_text(tail)[-3900:] or None,
         "minutes_lost": round((time.monotonic() - ctx.started) / 60, 2),
         "conditions": {"box": ctx.plan.box.id, "run_id": ctx.run_id, "stage": where},
         "origin": {"how": "measured", "source": ctx.run_id},
@@ -336,9 +444,13 @@ def record_setup_failure(ledger: Ledger, writer: str, subject: str, error: Ledge
     """A run that never started (bad spec, missing recipe, port in use, engine missing) still
     leaves its trace: nothing is lost, and the next person sees the door that was closed."""
     payload = {
-        "schema_version": 1, "subject": subject, "cause_class": "config",
+        "schema_version": 1,
+        "subject": subject,
+        "cause_class": "config",
         "cause": redact_text(f"{stage}: {error.one_line()}")[:2000],
-        "minutes_lost": 0.0, "conditions": {"stage": stage}, "origin": {"how": "measured"},
+        "minutes_lost": 0.0,
+        "conditions": {"stage": stage},
+        "origin": {"how": "measured"},
     }
     return ledger.append("failure", payload, writer=writer)
 
@@ -359,19 +471,32 @@ def execute(ctx: RunContext) -> RunOutcome:
         ctx.say(f"run failed during {stage}: recording a failure entry")
         error.failure_entry = record_failure(ctx, error, stage)  # type: ignore[attr-defined]
         raise
-    return RunOutcome(ctx.run_id, ctx.run_dir, entry, verdict_list, bars, records,
-                      [e["id"] for e in cals.values()], inline)
+    return RunOutcome(
+        ctx.run_id, ctx.run_dir, entry, verdict_list, bars, records, [e["id"] for e in cals.values()], inline
+    )
 
 
-def start_context(plan: RunPlan, ledger: Ledger, writer: str, repo: Path, runs_dir: Path,
-                  progress: Progress | None = None, say: Callable[[str], None] = print) -> RunContext:
+def start_context(
+    plan: RunPlan,
+    ledger: Ledger,
+    writer: str,
+    repo: Path,
+    runs_dir: Path,
+    progress: Progress | None = None,
+    say: Callable[[str], None] = print,
+) -> RunContext:
     run_id = new_run_id(plan.experiment.name)
     run_dir = runs_dir / run_id
     (run_dir / "raw").mkdir(parents=True, exist_ok=True)
-    plan_dump = {"experiment": plan.experiment.model_dump(mode="json"), "box": plan.box.model_dump(mode="json"),
-                 "arms": {n: {"argv": a.argv, "env": redact_env(a.env), "source": a.source, "fingerprint": a.fingerprint}
-                          for n, a in plan.arms.items()},
-                 "schedule": plan.schedule}
+    plan_dump = {
+        "experiment": plan.experiment.model_dump(mode="json"),
+        "box": plan.box.model_dump(mode="json"),
+        "arms": {
+            n: {"argv": a.argv, "env": redact_env(a.env), "source": a.source, "fingerprint": a.fingerprint}
+            for n, a in plan.arms.items()
+        },
+        "schedule": plan.schedule,
+    }
     (run_dir / "plan.json").write_text(json.dumps(plan_dump, indent=2, sort_keys=True))
     git = gitinfo.snapshot(repo)  # the state the numbers belong to: taken at launch, not at the end
     return RunContext(plan, ledger, writer, repo, run_id, run_dir, git, host_fingerprint(), progress, say)

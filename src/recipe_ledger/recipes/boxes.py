@@ -78,5 +78,6 @@ def load_box(boxes_dir: Path, box_id: str) -> Box:
         if _normalize(box.id) == wanted or (box.hardware and _normalize(box.hardware) == wanted):
             return box
     known = ", ".join(box.id for box in list_boxes(boxes_dir)) or "none"
-    raise UnknownIdError(f"unknown box {box_id!r}; known boxes: {known}", where=str(boxes_dir),
-                         hint="ledger fit --list-boxes")
+    raise UnknownIdError(
+        f"unknown box {box_id!r}; known boxes: {known}", where=str(boxes_dir), hint="ledger fit --list-boxes"
+    )

@@ -21,9 +21,9 @@ from recipe_ledger.spec.yamlfile import YamlDoc
 
 @dataclass(frozen=True)
 class LoadedRecipe:
-    ref: str          # path relative to the root, e.g. models/org/name.yaml
-    doc: YamlDoc      # raw data and line numbers
-    recipe: Recipe    # the validated model
+    ref: str  # path relative to the root, e.g. models/org/name.yaml
+    doc: YamlDoc  # raw data and line numbers
+    recipe: Recipe  # the validated model
 
 
 def suggest(word: str, choices: list[str]) -> str:
@@ -39,8 +39,11 @@ class RecipeRoot:
     def __init__(self, root: Path):
         self.root = Path(root)
         if not (self.root / "models").is_dir():
-            raise SpecError("not a recipes root: no models/ folder", where=str(self.root),
-                            hint="pass --root pointing at a folder with models/, taxonomy.yaml, strategies/")
+            raise SpecError(
+                "not a recipes root: no models/ folder",
+                where=str(self.root),
+                hint="pass --root pointing at a folder with models/, taxonomy.yaml, strategies/",
+            )
         self.corpus: Corpus = load_corpus(str(self.root))
 
     @cached_property
@@ -76,9 +79,12 @@ class RecipeRoot:
         by_slug = self._stem_index().get(name.lower())
         if by_slug:
             return by_slug
-        names = [self.ref_of(p)[len("models/"):-len(".yaml")] for p in self.recipe_paths]
-        raise UnknownIdError(f"no recipe {name!r} under {self.root}{suggest(name, names)}",
-                             where=name, hint=f"ledger recipe list --root {self.root}")
+        names = [self.ref_of(p)[len("models/") : -len(".yaml")] for p in self.recipe_paths]
+        raise UnknownIdError(
+            f"no recipe {name!r} under {self.root}{suggest(name, names)}",
+            where=name,
+            hint=f"ledger recipe list --root {self.root}",
+        )
 
     def _stem_index(self) -> dict[str, Path]:
         index: dict[str, Path] = {}
@@ -92,8 +98,11 @@ class RecipeRoot:
         try:
             ref = path.resolve().relative_to(self.root.resolve()).as_posix()
         except ValueError:
-            raise SpecError("the recipe file is outside the recipes root", where=str(path),
-                            hint=f"move it under {self.root}/models/ or pass --root") from None
+            raise SpecError(
+                "the recipe file is outside the recipes root",
+                where=str(path),
+                hint=f"move it under {self.root}/models/ or pass --root",
+            ) from None
         doc = self.corpus.doc(ref)
         return LoadedRecipe(ref=ref, doc=doc, recipe=validate_doc(doc, Recipe, what="recipe"))
 
@@ -106,16 +115,20 @@ class RecipeRoot:
     def check_hardware(self, hardware: str, recipe: str = "RECIPE") -> None:
         known = self.hardware_ids()
         if hardware not in known:
-            raise UnknownIdError(f"unknown hardware id {hardware!r}{suggest(hardware, known)}",
-                                 where=str(self.root / "taxonomy.yaml"),
-                                 hint=f"ledger recipe show {recipe} (lists the recipe's hardware)")
+            raise UnknownIdError(
+                f"unknown hardware id {hardware!r}{suggest(hardware, known)}",
+                where=str(self.root / "taxonomy.yaml"),
+                hint=f"ledger recipe show {recipe} (lists the recipe's hardware)",
+            )
 
     def check_strategy(self, strategy: str, recipe: str = "RECIPE") -> None:
         known = list(self.strategies)
         if strategy not in known:
-            raise UnknownIdError(f"unknown strategy {strategy!r}{suggest(strategy, known)}",
-                                 where=str(self.root / "strategies"),
-                                 hint=f"ledger recipe show {recipe} (lists the compatible strategies)")
+            raise UnknownIdError(
+                f"unknown strategy {strategy!r}{suggest(strategy, known)}",
+                where=str(self.root / "strategies"),
+                hint=f"ledger recipe show {recipe} (lists the compatible strategies)",
+            )
 
 
 def default_root(start: Path | None = None) -> Path:

@@ -24,7 +24,7 @@ class CommandRequest:
     hardware: str | None = None
     strategy: str | None = None
     variant: str | None = None
-    features: list[str] | None = None   # None: the site's defaults
+    features: list[str] | None = None  # None: the site's defaults
     node_count: int | None = None
 
 
@@ -61,9 +61,12 @@ def _name(loaded: LoadedRecipe) -> str:
 def _check_variant(loaded: LoadedRecipe, variant: str) -> None:
     variants = list(loaded.recipe.variants)
     if variant not in variants:
-        raise UnknownIdError(f"recipe {loaded.ref} has no variant {variant!r}{suggest(variant, variants)}; "
-                             f"variants: {', '.join(variants)}", where=loaded.doc.where(("variants",)),
-                             hint=f"ledger recipe show {_name(loaded)}")
+        raise UnknownIdError(
+            f"recipe {loaded.ref} has no variant {variant!r}{suggest(variant, variants)}; "
+            f"variants: {', '.join(variants)}",
+            where=loaded.doc.where(("variants",)),
+            hint=f"ledger recipe show {_name(loaded)}",
+        )
 
 
 def _check_features(loaded: LoadedRecipe, features: list[str]) -> None:
@@ -71,16 +74,21 @@ def _check_features(loaded: LoadedRecipe, features: list[str]) -> None:
     for feature in features:
         if feature not in known:
             listing = ", ".join(known) or "none"
-            raise UnknownIdError(f"recipe {loaded.ref} has no feature {feature!r}{suggest(feature, known)}; "
-                                 f"features: {listing}", where=loaded.doc.where(("features",)),
-                                 hint=f"ledger recipe show {_name(loaded)}")
+            raise UnknownIdError(
+                f"recipe {loaded.ref} has no feature {feature!r}{suggest(feature, known)}; "
+                f"features: {listing}",
+                where=loaded.doc.where(("features",)),
+                hint=f"ledger recipe show {_name(loaded)}",
+            )
 
 
 def conflict_warnings(loaded: LoadedRecipe, features: list[str]) -> list[str]:
     conflicts = declared_conflicts(loaded)
     chosen = set(features)
     pairs = {tuple(sorted((a, b))) for a in chosen for b in conflicts.get(a, ()) if b in chosen}
-    return [f"features {a!r} and {b!r} are mutually exclusive; the command enables both" for a, b in sorted(pairs)]
+    return [
+        f"features {a!r} and {b!r} are mutually exclusive; the command enables both" for a, b in sorted(pairs)
+    ]
 
 
 def resolve_for_people(root: RecipeRoot, request: CommandRequest) -> ResolvedCommand:
@@ -96,15 +104,26 @@ def resolve_for_people(root: RecipeRoot, request: CommandRequest) -> ResolvedCom
         root.check_strategy(request.strategy, request.recipe)
         strategy = request.strategy
     node_count = request.node_count or nodes
-    features = resolve.default_features(raw, hardware, variant) if request.features is None else request.features
+    features = (
+        resolve.default_features(raw, hardware, variant) if request.features is None else request.features
+    )
     _check_features(loaded, features)
     pd_nodes = None
     if strategy == "pd_cluster":
         pd_nodes = resolve.default_pd_nodes(raw, variant, hardware, corpus.strategies, corpus.taxonomy)
         pd_nodes = None if pd_nodes == "skip" else pd_nodes
     result = corpus.resolve(loaded.ref, variant, strategy, hardware, features, node_count, pd_nodes)
-    return ResolvedCommand(loaded, hardware, strategy, variant, features, node_count, pd_nodes, result,
-                           warnings=conflict_warnings(loaded, features))
+    return ResolvedCommand(
+        loaded,
+        hardware,
+        strategy,
+        variant,
+        features,
+        node_count,
+        pd_nodes,
+        result,
+        warnings=conflict_warnings(loaded, features),
+    )
 
 
 def env_lines(env: dict[str, str]) -> list[str]:
@@ -114,15 +133,21 @@ def env_lines(env: dict[str, str]) -> list[str]:
 def text_for_people(resolved: ResolvedCommand, *, docker: bool) -> str:
     """The command as a person copies it: a comment naming the selection, env, then the command."""
     r = resolved.result
-    header = (f"# {resolved.loaded.recipe.meta.title} · {resolved.hardware} · {resolved.strategy} · "
-              f"{resolved.variant} · features: {', '.join(resolved.features) or 'none'}")
+    header = (
+        f"# {resolved.loaded.recipe.meta.title} · {resolved.hardware} · {resolved.strategy} · "
+        f"{resolved.variant} · features: {', '.join(resolved.features) or 'none'}"
+    )
     lines = [header]
     if "command" in r:
-        lines += ([] if docker else env_lines(resolved.env)) + [r["docker_command"] if docker else r["command"]]
+        lines += ([] if docker else env_lines(resolved.env)) + [
+            r["docker_command"] if docker else r["command"]
+        ]
     elif "head_command" in r:
         lines += [] if docker else env_lines(resolved.env)
         lines += ["# head node", r["head_docker_command"] if docker else r["head_command"]]
-        for rank, worker in enumerate(r["worker_docker_commands"] if docker else r["worker_commands"], start=1):
+        for rank, worker in enumerate(
+            r["worker_docker_commands"] if docker else r["worker_commands"], start=1
+        ):
             lines += [f"# worker node {rank}", worker]
     else:
         for role in ("prefill", "decode"):

@@ -23,8 +23,11 @@ class Corpus:
     def __init__(self, root: Path | str):
         self.root = Path(root)
         if not self.root.is_dir():
-            raise InputError("recipes root is not a directory", where=str(self.root),
-                             hint="pass --root DIR containing taxonomy.yaml and strategies/")
+            raise InputError(
+                "recipes root is not a directory",
+                where=str(self.root),
+                hint="pass --root DIR containing taxonomy.yaml and strategies/",
+            )
         self._recipes: dict[str, dict] = {}
         self._docs: dict[str, YamlDoc] = {}
         self._taxonomy: dict | None = None
@@ -78,11 +81,28 @@ class Corpus:
 
     # -- resolution shortcuts -------------------------------------------------
 
-    def resolve(self, recipe: str, variant: str, strategy: str, hardware: str, features: list[str],
-                node_count: int = 1, pd_nodes: Any = None) -> dict:
+    def resolve(
+        self,
+        recipe: str,
+        variant: str,
+        strategy: str,
+        hardware: str,
+        features: list[str],
+        node_count: int = 1,
+        pd_nodes: Any = None,
+    ) -> dict:
         """resolve.resolve_command against this corpus."""
-        return resolve.resolve_command(self.recipe(recipe), variant, strategy, hardware, features,
-                                       self.strategies, self.taxonomy, node_count, pd_nodes)
+        return resolve.resolve_command(
+            self.recipe(recipe),
+            variant,
+            strategy,
+            hardware,
+            features,
+            self.strategies,
+            self.taxonomy,
+            node_count,
+            pd_nodes,
+        )
 
     def resolve_omni(self, recipe: str, variant: str, omni_task: str, hardware: str) -> dict:
         return resolve.resolve_omni(self.recipe(recipe), variant, omni_task, hardware, self.taxonomy)
@@ -111,10 +131,21 @@ def resolve_case(corpus: Corpus, case: dict) -> dict:
         raise InputError(f"case lacks {', '.join(missing)}")
     try:
         if "omni_task" in case:
-            return {"result": corpus.resolve_omni(case["recipe"], case["variant"], case["omni_task"],
-                                                  case["hardware"])}
-        return {"result": corpus.resolve(case["recipe"], case["variant"], case.get("strategy"),
-                                         case["hardware"], case.get("features") or [],
-                                         case.get("node_count") or 1, case.get("pd_nodes"))}
+            return {
+                "result": corpus.resolve_omni(
+                    case["recipe"], case["variant"], case["omni_task"], case["hardware"]
+                )
+            }
+        return {
+            "result": corpus.resolve(
+                case["recipe"],
+                case["variant"],
+                case.get("strategy"),
+                case["hardware"],
+                case.get("features") or [],
+                case.get("node_count") or 1,
+                case.get("pd_nodes"),
+            )
+        }
     except resolve.ResolutionError as exc:
         return {"error": exc.message}

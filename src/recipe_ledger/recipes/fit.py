@@ -42,8 +42,8 @@ class FitInputs:
     memory: MemoryBlock
     box: Box
     argv: list[str]
-    context: int | None = None          # overrides --max-model-len
-    offload_gib: float | None = None    # overrides --cpu-offload-gb (per GPU, as vLLM takes it)
+    context: int | None = None  # overrides --max-model-len
+    offload_gib: float | None = None  # overrides --cpu-offload-gb (per GPU, as vLLM takes it)
     gpu_utilization: float | None = None
     declared_vram_minimum_gb: float | None = None
     default_context: int | None = None  # the model's context length, when argv has none
@@ -158,7 +158,9 @@ def place_components(inputs: FitInputs) -> tuple[list[Placement], float, list[st
     placements = []
     for c in memory.components:
         if box.gpu.count == 0:
-            placements.append(Placement(c.name, c.kind, c.stored_gib, 0.0, c.stored_gib, "host (CPU backend)"))
+            placements.append(
+                Placement(c.name, c.kind, c.stored_gib, 0.0, c.stored_gib, "host (CPU backend)")
+            )
         elif c.offload == "host_table" and engram_host:
             placements.append(Placement(c.name, c.kind, c.stored_gib, 0.0, c.stored_gib, "host (table)"))
         elif c.offload == "uva" and remaining > 0:
@@ -178,17 +180,23 @@ def place_components(inputs: FitInputs) -> tuple[list[Placement], float, list[st
 
 def _assumptions(inputs: FitInputs, util_from_argv: bool) -> list[str]:
     notes = [
-        ("HBM is what the CUDA runtime reports per GPU (the box profile's hbm_gib); "
-         "--gpu-memory-utilization is a fraction of it"),
-        (f"runtime reserve of {inputs.memory.activation_reserve_gib:g} GiB (activations, CUDA graphs, "
-         "buffers) from the recipe's memory block"),
+        (
+            "HBM is what the CUDA runtime reports per GPU (the box profile's hbm_gib); "
+            "--gpu-memory-utilization is a fraction of it"
+        ),
+        (
+            f"runtime reserve of {inputs.memory.activation_reserve_gib:g} GiB (activations, CUDA graphs, "
+            "buffers) from the recipe's memory block"
+        ),
         "vLLM refuses to start unless the KV pool holds one sequence of the full context",
         "--cpu-offload-gb is per GPU and takes expert weights first (the only uva-offloadable component)",
     ]
     if inputs.box.gpu.count > 1:
         notes.append("weights and KV split evenly across the GPUs (tensor/expert parallel)")
     if not util_from_argv:
-        notes.append(f"no --gpu-memory-utilization in the command: vLLM's default {VLLM_DEFAULT_GPU_UTILIZATION}")
+        notes.append(
+            f"no --gpu-memory-utilization in the command: vLLM's default {VLLM_DEFAULT_GPU_UTILIZATION}"
+        )
     return notes
 
 
@@ -210,24 +218,43 @@ def compute_fit(inputs: FitInputs) -> FitReport:
     kv_per_seq = (bytes_per_token * context) / GIB + memory.kv_fixed_gib
     capacity = int(max(kv_room - memory.kv_fixed_gib, 0) * GIB / bytes_per_token) if bytes_per_token else 0
     sequences = int(max(kv_room, 0) // kv_per_seq) if kv_per_seq > 0 else 0
-    unoffloaded = sum(p.stored_gib for p in placements if not p.where.startswith("host (table")) if box.gpu.count else 0
+    unoffloaded = (
+        sum(p.stored_gib for p in placements if not p.where.startswith("host (table")) if box.gpu.count else 0
+    )
     needed = unoffloaded + reserve + kv_per_seq - budget
     min_offload = math.ceil(needed) if box.gpu.count and needed > 0 else (0.0 if box.gpu.count else None)
     disk_gb = memory.disk_gb or checkpoint * GIB / GB
     return FitReport(
-        box_id=box.id, gpu_count=box.gpu.count, context=context, gpu_utilization=util,
-        placements=placements, checkpoint_gib=checkpoint, budget_gib=budget, resident_gib=resident,
-        reserve_gib=reserve, kv_room_gib=kv_room, kv_per_sequence_gib=kv_per_seq,
-        kv_capacity_tokens=capacity, full_context_sequences=sequences,
-        host_ram_gib=box.host.ram_gib, host_used_gib=host_used,
-        expert_offload_asked_gib=_expert_offload_asked(inputs), expert_offload_gib=offloaded,
+        box_id=box.id,
+        gpu_count=box.gpu.count,
+        context=context,
+        gpu_utilization=util,
+        placements=placements,
+        checkpoint_gib=checkpoint,
+        budget_gib=budget,
+        resident_gib=resident,
+        reserve_gib=reserve,
+        kv_room_gib=kv_room,
+        kv_per_sequence_gib=kv_per_seq,
+        kv_capacity_tokens=capacity,
+        full_context_sequences=sequences,
+        host_ram_gib=box.host.ram_gib,
+        host_used_gib=host_used,
+        expert_offload_asked_gib=_expert_offload_asked(inputs),
+        expert_offload_gib=offloaded,
         min_expert_offload_gib=min_offload,
-        weights_fit=resident <= budget, kv_fits=kv_room >= kv_per_seq, host_fits=host_used <= box.host.ram_gib,
+        weights_fit=resident <= budget,
+        kv_fits=kv_room >= kv_per_seq,
+        host_fits=host_used <= box.host.ram_gib,
         vram_minimum_computed_gb=math.ceil(memory.headroom_factor * disk_gb),
-        vram_minimum_declared_gb=inputs.declared_vram_minimum_gb, disk_gb=disk_gb,
+        vram_minimum_declared_gb=inputs.declared_vram_minimum_gb,
+        disk_gb=disk_gb,
         problems=problems,
-        assumptions=_assumptions(inputs, last_value(inputs.argv, "--gpu-memory-utilization") is not None
-                                 or inputs.gpu_utilization is not None),
+        assumptions=_assumptions(
+            inputs,
+            last_value(inputs.argv, "--gpu-memory-utilization") is not None
+            or inputs.gpu_utilization is not None,
+        ),
     )
 
 

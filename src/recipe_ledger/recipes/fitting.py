@@ -11,26 +11,44 @@ from recipe_ledger.recipes.command import CommandRequest, ResolvedCommand, resol
 from recipe_ledger.recipes.fit import FitInputs, FitReport, compute_fit, verdict_lines
 
 
-def fit_recipe(root: RecipeRoot, name: str, box_id: str, *, context: int | None = None,
-               offload_gib: float | None = None, gpu_utilization: float | None = None
-               ) -> tuple[FitReport, ResolvedCommand]:
+def fit_recipe(
+    root: RecipeRoot,
+    name: str,
+    box_id: str,
+    *,
+    context: int | None = None,
+    offload_gib: float | None = None,
+    gpu_utilization: float | None = None,
+) -> tuple[FitReport, ResolvedCommand]:
     """The fit of recipe ``name`` on box ``box_id``, with the command it was computed from."""
     box = load_box(root.root / "boxes", box_id)
     resolved = resolve_for_people(root, CommandRequest(name, hardware=box.hardware))
     recipe = resolved.loaded.recipe
     if recipe.memory is None:
-        raise InputError(f"recipe {resolved.loaded.ref} has no memory block to fit",
-                         where=resolved.loaded.doc.where(), hint="add memory.components (see recipes/README.md)")
+        raise InputError(
+            f"recipe {resolved.loaded.ref} has no memory block to fit",
+            where=resolved.loaded.doc.where(),
+            hint="add memory.components (see recipes/README.md)",
+        )
     variant = recipe.variants[resolved.variant]
     declared = variant.vram_minimum_gb
-    report = compute_fit(FitInputs(
-        memory=recipe.memory, box=box, argv=resolved.argv, context=context, offload_gib=offload_gib,
-        gpu_utilization=gpu_utilization, declared_vram_minimum_gb=declared,
-        default_context=recipe.model.context_length,
-    ))
+    report = compute_fit(
+        FitInputs(
+            memory=recipe.memory,
+            box=box,
+            argv=resolved.argv,
+            context=context,
+            offload_gib=offload_gib,
+            gpu_utilization=gpu_utilization,
+            declared_vram_minimum_gb=declared,
+            default_context=recipe.model.context_length,
+        )
+    )
     if box.hardware is None:
-        report.assumptions.append(f"the box has no taxonomy hardware id: the command was resolved for "
-                                  f"{resolved.hardware}, the recipe's default")
+        report.assumptions.append(
+            f"the box has no taxonomy hardware id: the command was resolved for "
+            f"{resolved.hardware}, the recipe's default"
+        )
     return report, resolved
 
 

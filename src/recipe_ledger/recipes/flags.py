@@ -15,10 +15,10 @@ _FLAG = re.compile(r"^--?[A-Za-z][\w.-]*(=.*)?$", re.DOTALL)
 
 @dataclass(frozen=True)
 class Flag:
-    name: str               # "--max-num-seqs"
+    name: str  # "--max-num-seqs"
     values: tuple[str, ...]  # () for a switch
-    joined: bool            # written as --name=value
-    index: int              # position of the flag in argv
+    joined: bool  # written as --name=value
+    index: int  # position of the flag in argv
 
 
 def is_flag(token: str) -> bool:

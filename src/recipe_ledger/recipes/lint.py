@@ -23,14 +23,15 @@ from recipe_ledger.recipes.models import Taxonomy
 from recipe_ledger.spec.yamlfile import PathKey, format_path
 
 ARG_KEYS = ("args", "extra_args", "base_args", "vllm_args")
-_PROSE_CONFLICT = re.compile(r"mutually exclusive with\s+(?:\*\*)?([A-Za-z][\w -]*?[\w])(?:\*\*)?(?=[.,;)]|$)",
-                             re.IGNORECASE)
+_PROSE_CONFLICT = re.compile(
+    r"mutually exclusive with\s+(?:\*\*)?([A-Za-z][\w -]*?[\w])(?:\*\*)?(?=[.,;)]|$)", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True, order=True)
 class LintWarning:
-    where: str   # file:line
-    code: str    # a stable short name, e.g. flag-written-two-ways
+    where: str  # file:line
+    code: str  # a stable short name, e.g. flag-written-two-ways
     message: str
 
     def __str__(self) -> str:
@@ -91,9 +92,13 @@ def check_flag_forms(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[LintWarn
     for name, seen in forms.items():
         if len(seen) == 2:
             joined, spaced = seen[True], seen[False]
-            yield _warn(item, joined, "flag-written-two-ways",
-                        f"{name} is written as '{name}=...' here and as '{name} ...' at "
-                        f"{format_path(spaced)}; deduplication treats them as different flags")
+            yield _warn(
+                item,
+                joined,
+                "flag-written-two-ways",
+                f"{name} is written as '{name}=...' here and as '{name} ...' at "
+                f"{format_path(spaced)}; deduplication treats them as different flags",
+            )
 
 
 def check_offload_patterns(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[LintWarning]:
@@ -107,14 +112,22 @@ def check_offload_patterns(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[Li
             where = (*path, flag.index)
             for pattern in flag.values:
                 if any(ch in pattern for ch in "*?[]"):
-                    yield _warn(item, where, "offload-pattern-glob",
-                                f"--cpu-offload-params {pattern!r}: vLLM matches whole name segments "
-                                "and has no wildcards, so this matches nothing")
+                    yield _warn(
+                        item,
+                        where,
+                        "offload-pattern-glob",
+                        f"--cpu-offload-params {pattern!r}: vLLM matches whole name segments "
+                        "and has no wildcards, so this matches nothing",
+                    )
             for pattern in patterns_matching_nothing(flag.values, components):
                 if not any(ch in pattern for ch in "*?[]"):
-                    yield _warn(item, where, "offload-pattern-unmatched",
-                                f"--cpu-offload-params {pattern!r} matches none of the parameter "
-                                "names listed in memory.components")
+                    yield _warn(
+                        item,
+                        where,
+                        "offload-pattern-unmatched",
+                        f"--cpu-offload-params {pattern!r} matches none of the parameter "
+                        "names listed in memory.components",
+                    )
 
 
 # ----------------------------------------------------------------- ids
@@ -149,9 +162,13 @@ def check_hardware_ids(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[LintWa
     for path, mapping in _hardware_keyed_maps(item.doc.data):
         for key in mapping:
             if key not in known:
-                yield _warn(item, (*path, key), "unknown-hardware",
-                            f"{format_path((*path, key))}: {key!r} is not a hardware id, generation or "
-                            "brand of the taxonomy; this entry never applies")
+                yield _warn(
+                    item,
+                    (*path, key),
+                    "unknown-hardware",
+                    f"{format_path((*path, key))}: {key!r} is not a hardware id, generation or "
+                    "brand of the taxonomy; this entry never applies",
+                )
 
 
 def check_strategy_ids(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[LintWarning]:
@@ -202,14 +219,24 @@ def check_feature_conflicts(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[L
                 continue
             reported.add(pair)
             if name in defaults and other in defaults:
-                yield _warn(item, ("features", name), "conflicting-defaults",
-                            f"features {name!r} and {other!r} are mutually exclusive but both are on "
-                            "by default (neither is in opt_in_features)")
-            if other not in item.recipe.features[name].conflicts_with and \
-                    name not in item.recipe.features[other].conflicts_with:
-                yield _warn(item, ("features", name), "conflict-undeclared",
-                            f"the description says {name!r} and {other!r} are mutually exclusive; "
-                            f"add conflicts_with: [{other}] so tools can enforce it")
+                yield _warn(
+                    item,
+                    ("features", name),
+                    "conflicting-defaults",
+                    f"features {name!r} and {other!r} are mutually exclusive but both are on "
+                    "by default (neither is in opt_in_features)",
+                )
+            if (
+                other not in item.recipe.features[name].conflicts_with
+                and name not in item.recipe.features[other].conflicts_with
+            ):
+                yield _warn(
+                    item,
+                    ("features", name),
+                    "conflict-undeclared",
+                    f"the description says {name!r} and {other!r} are mutually exclusive; "
+                    f"add conflicts_with: [{other}] so tools can enforce it",
+                )
 
 
 Check = Callable[[LoadedRecipe, Vocabulary], Iterator[LintWarning]]
@@ -223,7 +250,9 @@ STATIC_CHECKS: list[Check] = [
 ]
 
 
-def lint_recipe(item: LoadedRecipe, vocab: Vocabulary, checks: list[Check] | None = None) -> list[LintWarning]:
+def lint_recipe(
+    item: LoadedRecipe, vocab: Vocabulary, checks: list[Check] | None = None
+) -> list[LintWarning]:
     found: list[LintWarning] = []
     for check in checks or STATIC_CHECKS:
         found.extend(check(item, vocab))
@@ -260,8 +289,9 @@ def _exact_layer_names(variant: str, hw_id: str, strategy: str) -> set[str]:
     }
 
 
-def shadowed_exact_overrides(layers: list, variant: str, hw_id: str, strategy: str
-                             ) -> Iterator[tuple[str, str, str]]:
+def shadowed_exact_overrides(
+    layers: list, variant: str, hw_id: str, strategy: str
+) -> Iterator[tuple[str, str, str]]:
     """(exact layer, flag, later layer) where a later, non-feature layer sets the same flag to
     another value: last-wins dedupe means the exact-GPU override silently loses."""
     exact_names = _exact_layer_names(variant, hw_id, strategy)
@@ -269,7 +299,7 @@ def shadowed_exact_overrides(layers: list, variant: str, hw_id: str, strategy: s
         if layer.name not in exact_names:
             continue
         for flag, values in _flag_values(layer.args).items():
-            for later in layers[index + 1:]:
+            for later in layers[index + 1 :]:
                 if later.name.startswith("features.") or later.name in exact_names:
                     continue
                 later_values = _flag_values(later.args).get(flag)
@@ -277,8 +307,9 @@ def shadowed_exact_overrides(layers: list, variant: str, hw_id: str, strategy: s
                     yield layer.name, flag, later.name
 
 
-def hidden_vendor_fallbacks(item: LoadedRecipe, vocab_generations_by_brand: dict[str, set[str]]
-                            ) -> Iterator[tuple[PathKey, str]]:
+def hidden_vendor_fallbacks(
+    item: LoadedRecipe, vocab_generations_by_brand: dict[str, set[str]]
+) -> Iterator[tuple[PathKey, str]]:
     """The reference picks ``overrides[generation] || overrides.nvidia``: a generation block,
     even an empty one, means the ``nvidia`` block never applies on that generation."""
     data = item.doc.data
@@ -328,9 +359,15 @@ def check_resolved(item: LoadedRecipe, ctx: ResolutionContext) -> Iterator[LintW
     seen: set[tuple[str, str, str]] = set()
     all_features = list(item.doc.data.get("features") or {})
     for variant, hw_id, strategy in _selections(item, ctx):
-        sel = resolve.Selection(recipe=ctx.raw, variant_key=variant, strategy_name=strategy,
-                                hw=resolve.hardware_for(ctx.taxonomy, hw_id), features=all_features,
-                                strategies=ctx.strategies, taxonomy=ctx.taxonomy)
+        sel = resolve.Selection(
+            recipe=ctx.raw,
+            variant_key=variant,
+            strategy_name=strategy,
+            hw=resolve.hardware_for(ctx.taxonomy, hw_id),
+            features=all_features,
+            strategies=ctx.strategies,
+            taxonomy=ctx.taxonomy,
+        )
         try:
             layers = resolve.build_layers(sel)
             survivors = resolve.explain_flags(sel)
@@ -339,14 +376,19 @@ def check_resolved(item: LoadedRecipe, ctx: ResolutionContext) -> Iterator[LintW
         for exact, flag, later in shadowed_exact_overrides(layers, variant, hw_id, strategy):
             if (exact, flag, later) not in seen:
                 seen.add((exact, flag, later))
-                yield _warn(item, layer_path(item.doc.data, exact), "exact-override-shadowed",
-                            f"{flag} from {exact} is replaced by {later} on {hw_id} ({strategy}): "
-                            "the exact-GPU override loses the last-wins dedupe")
+                yield _warn(
+                    item,
+                    layer_path(item.doc.data, exact),
+                    "exact-override-shadowed",
+                    f"{flag} from {exact} is replaced by {later} on {hw_id} ({strategy}): "
+                    "the exact-GPU override loses the last-wins dedupe",
+                )
         yield from _duplicates_after_dedupe(item, survivors, hw_id, seen)
 
 
-def _duplicates_after_dedupe(item: LoadedRecipe, survivors: list, hw_id: str,
-                             seen: set) -> Iterator[LintWarning]:
+def _duplicates_after_dedupe(
+    item: LoadedRecipe, survivors: list, hw_id: str, seen: set
+) -> Iterator[LintWarning]:
     """One flag that reaches the command twice (``--x=1`` and ``--x 1``): dedupe compares the
     written token, so both survive and the server's argparse silently keeps the later one."""
     origin: dict[str, str] = {}
@@ -356,9 +398,13 @@ def _duplicates_after_dedupe(item: LoadedRecipe, survivors: list, hw_id: str,
             continue
         if name in origin and (name, origin[name], layer) not in seen:
             seen.add((name, origin[name], layer))
-            yield _warn(item, layer_path(item.doc.data, layer), "flag-survives-dedupe-twice",
-                        f"{name} reaches the {hw_id} command twice (from {origin[name]} and {layer}); "
-                        "the later one wins in vLLM")
+            yield _warn(
+                item,
+                layer_path(item.doc.data, layer),
+                "flag-survives-dedupe-twice",
+                f"{name} reaches the {hw_id} command twice (from {origin[name]} and {layer}); "
+                "the later one wins in vLLM",
+            )
         origin.setdefault(name, layer)
 
 
@@ -371,10 +417,14 @@ def generations_by_brand(taxonomy: Taxonomy) -> dict[str, set[str]]:
 
 def check_hidden_vendor_fallback(item: LoadedRecipe, taxonomy: Taxonomy) -> Iterator[LintWarning]:
     for path, generation in hidden_vendor_fallbacks(item, generations_by_brand(taxonomy)):
-        yield _warn(item, path, "generation-hides-nvidia",
-                    f"on {generation} hardware this {generation} block replaces the 'nvidia' block beside it "
-                    "(the builder takes overrides[generation] || overrides.nvidia); repeat the nvidia flags "
-                    "here if they should apply")
+        yield _warn(
+            item,
+            path,
+            "generation-hides-nvidia",
+            f"on {generation} hardware this {generation} block replaces the 'nvidia' block beside it "
+            "(the builder takes overrides[generation] || overrides.nvidia); repeat the nvidia flags "
+            "here if they should apply",
+        )
 
 
 # ----------------------------------------------------------------- running the lint

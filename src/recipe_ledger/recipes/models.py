@@ -232,8 +232,12 @@ class MemoryComponent(_Closed):
 class MemoryBlock(_Closed):
     """Checkpoint components and KV cost: the input of ``ledger fit``."""
 
-    source: str | None = Field(default=None, description="Where the table comes from (a guide section, a report).")
-    disk_gb: float | None = Field(default=None, description="The checkpoint's size as the guide states it, GB.")
+    source: str | None = Field(
+        default=None, description="Where the table comes from (a guide section, a report)."
+    )
+    disk_gb: float | None = Field(
+        default=None, description="The checkpoint's size as the guide states it, GB."
+    )
     headroom_factor: float = Field(default=1.2, description="The schema's vram_minimum_gb = total x this.")
     components: list[MemoryComponent]
     kv_bytes_per_token: float | None = Field(

@@ -81,10 +81,12 @@ def to_js_values(value: Any) -> Any:
 
 def _default_pip_command(nightly: bool) -> str:
     if nightly:
-        return ("uv venv\nsource .venv/bin/activate\nuv pip install -U vllm --pre \\\n"
-                f"  --extra-index-url https://wheels.vllm.ai/nightly/{_BASE_CUDA} \\\n"
-                f"  --extra-index-url https://download.pytorch.org/whl/{_BASE_CUDA} \\\n"
-                "  --index-strategy unsafe-best-match")
+        return (
+            "uv venv\nsource .venv/bin/activate\nuv pip install -U vllm --pre \\\n"
+            f"  --extra-index-url https://wheels.vllm.ai/nightly/{_BASE_CUDA} \\\n"
+            f"  --extra-index-url https://download.pytorch.org/whl/{_BASE_CUDA} \\\n"
+            "  --index-strategy unsafe-best-match"
+        )
     return "uv venv\nsource .venv/bin/activate\nuv pip install -U vllm --torch-backend auto"
 
 

@@ -22,15 +22,22 @@ from typing import Any
 from recipe_ledger.errors import ResolutionError
 from recipe_ledger.recipes import shell
 
-NVL4_ONLY_ENV_KEYS = ("VLLM_USE_NCCL_SYMM_MEM", "NCCL_CUMEM_ENABLE", "NCCL_MNNVL_ENABLE",
-                      "NCCL_NVLS_ENABLE", "UCX_NET_DEVICES")
+NVL4_ONLY_ENV_KEYS = (
+    "VLLM_USE_NCCL_SYMM_MEM",
+    "NCCL_CUMEM_ENABLE",
+    "NCCL_MNNVL_ENABLE",
+    "NCCL_NVLS_ENABLE",
+    "UCX_NET_DEVICES",
+)
 NVL4_HW_IDS = frozenset({"gb200", "gb300"})
 PD_PORTS = {"prefill": 8001, "decode": 8002}
 MAX_NODES = 16
 
 # Precision -> hardware it needs unless the variant says otherwise (precision_hardware).
-PRECISION_HARDWARE = {"nvfp4": {"brand": "NVIDIA", "generation": "blackwell"},
-                      "fp4": {"brand": "NVIDIA", "generation": "blackwell"}}
+PRECISION_HARDWARE = {
+    "nvfp4": {"brand": "NVIDIA", "generation": "blackwell"},
+    "fp4": {"brand": "NVIDIA", "generation": "blackwell"},
+}
 
 # Built-in vllm-omni task ids; a recipe task naming any other id is ignored by the site.
 OMNI_TASK_IDS = ("t2i", "i2i", "t2v", "i2v", "ti2v", "t2a")
@@ -184,8 +191,11 @@ def hardware_keyed_value(mapping: Any, hw: Hardware) -> Any:
 def effective_compatible_strategies(recipe: dict) -> list[Any]:
     """compatible_strategies plus strategies granted `supported` somewhere in strategy_hardware."""
     listed = recipe.get("compatible_strategies") or []
-    opt_ins = [name for name, gate in obj(recipe.get("strategy_hardware")).items()
-               if name not in listed and isinstance(gate, dict) and "supported" in gate.values()]
+    opt_ins = [
+        name
+        for name, gate in obj(recipe.get("strategy_hardware")).items()
+        if name not in listed and isinstance(gate, dict) and "supported" in gate.values()
+    ]
     return [*listed, *opt_ins] if opt_ins else listed
 
 
@@ -236,8 +246,9 @@ def _mode_allowed(mode: Any, variant_key: str, hw: Hardware) -> bool:
     return True
 
 
-def resolve_mode_key(feature: dict, feature_key: str, variant: dict, variant_key: str,
-                     hw: Hardware, selected: Any = None) -> Any:
+def resolve_mode_key(
+    feature: dict, feature_key: str, variant: dict, variant_key: str, hw: Hardware, selected: Any = None
+) -> Any:
     """The active mode of a single-select feature: user pick > variant default_modes >
     feature default_mode > first mode allowed for this variant and hardware."""
     modes = feature.get("modes")
@@ -349,8 +360,9 @@ def pd_pool_nodes(sel: Selection, role: str) -> Any:
 def pd_declared_parallelism(sel: Selection, role: str) -> Any:
     so_role, role_cfg = pd_role_configs(sel, role)
     request = pd_role_request(sel, role)
-    return first_truthy(request.get("parallelism"), so_role.get("parallelism"),
-                        role_cfg.get("parallelism"), "tp")
+    return first_truthy(
+        request.get("parallelism"), so_role.get("parallelism"), role_cfg.get("parallelism"), "tp"
+    )
 
 
 def pd_pool_gpus(sel: Selection, nodes: Any) -> Any:
@@ -376,8 +388,16 @@ def pd_role_meta(sel: Selection, role: str) -> dict:
     dp_local = max(1, js_floor_div(sel.hw.gpu_count, tp)) if is_dep else 0
     dp_size = max(1, nodes) * dp_local if is_dep else 1
     current = _clamp_rank(pd_role_request(sel, role).get("rank"), max(1, nodes))
-    return {"nodes": nodes, "parallelism": parallelism, "tp": tp, "dpLocal": dp_local, "dpSize": dp_size,
-            "poolGpus": pool_gpus, "currentNode": current, "startRank": current * dp_local}
+    return {
+        "nodes": nodes,
+        "parallelism": parallelism,
+        "tp": tp,
+        "dpLocal": dp_local,
+        "dpSize": dp_size,
+        "poolGpus": pool_gpus,
+        "currentNode": current,
+        "startRank": current * dp_local,
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -412,15 +432,25 @@ def _multi_dep_args(sel: Selection, node_role: str | None, rank: int) -> list[An
     so = sel.strategy_override
     gen_ho = generation_block(get(so, "hardware_overrides"), sel.hw)
     exact_ho = get(so, "hardware_overrides", sel.hw.id)
-    declared = [*(get(so, "vllm_args") or []), *(get(so, "extra_args") or []),
-                *(get(gen_ho, "extra_args") or []), *(get(exact_ho, "extra_args") or [])]
+    declared = [
+        *(get(so, "vllm_args") or []),
+        *(get(so, "extra_args") or []),
+        *(get(gen_ho, "extra_args") or []),
+        *(get(exact_ho, "extra_args") or []),
+    ]
     gpu_count = sel.hw.gpu_count
     dp_local = gpu_count
     if "--data-parallel-size-local" in declared:
         last = len(declared) - 1 - declared[::-1].index("--data-parallel-size-local")
         dp_local = js_number(declared[last + 1]) if last + 1 < len(declared) else math.nan
-    args = ["--data-parallel-size", shell.js_str(sel.total_gpus),
-            "--data-parallel-size-local", shell.js_str(gpu_count), "--data-parallel-address", "$HEAD_IP"]
+    args = [
+        "--data-parallel-size",
+        shell.js_str(sel.total_gpus),
+        "--data-parallel-size-local",
+        shell.js_str(gpu_count),
+        "--data-parallel-address",
+        "$HEAD_IP",
+    ]
     if node_role == "worker":
         args += ["--data-parallel-start-rank", shell.js_str(rank * dp_local)]
     return args
@@ -428,25 +458,48 @@ def _multi_dep_args(sel: Selection, node_role: str | None, rank: int) -> list[An
 
 def _multi_tp_pp_args(sel: Selection, rank: int) -> list[Any]:
     """TP inside each node, PP across nodes."""
-    args = ["--tensor-parallel-size", shell.js_str(sel.hw.gpu_count),
-            "--pipeline-parallel-size", shell.js_str(sel.node_count),
-            "--nnodes", shell.js_str(sel.node_count), "--node-rank", shell.js_str(rank),
-            "--master-addr", "$HEAD_IP"]
+    args = [
+        "--tensor-parallel-size",
+        shell.js_str(sel.hw.gpu_count),
+        "--pipeline-parallel-size",
+        shell.js_str(sel.node_count),
+        "--nnodes",
+        shell.js_str(sel.node_count),
+        "--node-rank",
+        shell.js_str(rank),
+        "--master-addr",
+        "$HEAD_IP",
+    ]
     return args + (["--headless"] if rank > 0 else [])
 
 
 def _multi_tp_dp_args(sel: Selection, node_role: str | None, rank: int) -> list[Any]:
     """TP inside each node, one DP replica per node."""
-    args = ["--tensor-parallel-size", shell.js_str(sel.hw.gpu_count),
-            "--data-parallel-size", shell.js_str(sel.node_count),
-            "--data-parallel-size-local", "1", "--data-parallel-address", "$HEAD_IP"]
+    args = [
+        "--tensor-parallel-size",
+        shell.js_str(sel.hw.gpu_count),
+        "--data-parallel-size",
+        shell.js_str(sel.node_count),
+        "--data-parallel-size-local",
+        "1",
+        "--data-parallel-address",
+        "$HEAD_IP",
+    ]
     return args + (["--data-parallel-start-rank", shell.js_str(rank)] if node_role == "worker" else [])
 
 
 def _multi_tp_args(sel: Selection, rank: int) -> list[Any]:
     """TP/TEP over every GPU of the cluster; followers run --headless."""
-    args = ["--tensor-parallel-size", shell.js_str(sel.total_gpus), "--nnodes", shell.js_str(sel.node_count),
-            "--node-rank", shell.js_str(rank), "--master-addr", "$HEAD_IP"]
+    args = [
+        "--tensor-parallel-size",
+        shell.js_str(sel.total_gpus),
+        "--nnodes",
+        shell.js_str(sel.node_count),
+        "--node-rank",
+        shell.js_str(rank),
+        "--master-addr",
+        "$HEAD_IP",
+    ]
     return args + (["--headless"] if rank > 0 else [])
 
 
@@ -460,26 +513,43 @@ def _pd_dep_args(sel: Selection, role: str, nodes: Any) -> list[Any]:
     node_idx = _clamp_rank(pd_role_request(sel, role).get("rank"), nodes_in_pool)
     upper = role.upper()
     args = ["--tensor-parallel-size", shell.js_str(role_tp)] if tp_explicit is not None else []
-    args += ["--data-parallel-size", shell.js_str(nodes_in_pool * dp_local),
-             "--data-parallel-size-local", shell.js_str(dp_local),
-             "--data-parallel-start-rank", shell.js_str(node_idx * dp_local),
-             "--data-parallel-address", f"${upper}_NODE_1",
-             "--data-parallel-rpc-port", f"${upper}_DP_RPC_PORT"]
+    args += [
+        "--data-parallel-size",
+        shell.js_str(nodes_in_pool * dp_local),
+        "--data-parallel-size-local",
+        shell.js_str(dp_local),
+        "--data-parallel-start-rank",
+        shell.js_str(node_idx * dp_local),
+        "--data-parallel-address",
+        f"${upper}_NODE_1",
+        "--data-parallel-rpc-port",
+        f"${upper}_DP_RPC_PORT",
+    ]
     return args + (["--data-parallel-hybrid-lb"] if nodes_in_pool > 1 else []) + ["--enable-expert-parallel"]
 
 
 def _pd_tp_args(sel: Selection, role: str, nodes: Any, parallelism: Any) -> list[Any]:
     """A TP/TEP pool: one engine across the pool's nodes; followers run --headless."""
     so_role, role_cfg = pd_role_configs(sel, role)
-    flag = first_truthy(so_role.get("parallel_flag"), role_cfg.get("parallel_flag"),
-                        sel.strategy.get("parallel_flag"), "--tensor-parallel-size")
+    flag = first_truthy(
+        so_role.get("parallel_flag"),
+        role_cfg.get("parallel_flag"),
+        sel.strategy.get("parallel_flag"),
+        "--tensor-parallel-size",
+    )
     args = [flag, shell.js_str(max(1, pd_pool_gpus(sel, nodes)))]
     if parallelism == "tep":
         args.append("--enable-expert-parallel")
     if nodes > 1:
         node_idx = _clamp_rank(pd_role_request(sel, role).get("rank"), nodes)
-        args += ["--nnodes", shell.js_str(nodes), "--node-rank", shell.js_str(node_idx),
-                 "--master-addr", f"${role.upper()}_NODE_1"]
+        args += [
+            "--nnodes",
+            shell.js_str(nodes),
+            "--node-rank",
+            shell.js_str(node_idx),
+            "--master-addr",
+            f"${role.upper()}_NODE_1",
+        ]
         args += ["--headless"] if node_idx > 0 else []
     return args
 
@@ -533,8 +603,9 @@ def _strategy_override_layers(sel: Selection, role: str | None) -> list[Layer]:
         return []
     base = f"strategy_overrides.{sel.strategy_name}" + (f".{role}" if role else "")
     block = get(so, role) if role else so
-    return (_layer(f"{base}.extra_args", get(block, "extra_args"))
-            + _layer(f"{base}.vllm_args", get(block, "vllm_args")))
+    return _layer(f"{base}.extra_args", get(block, "extra_args")) + _layer(
+        f"{base}.vllm_args", get(block, "vllm_args")
+    )
 
 
 def _hardware_layers(sel: Selection, role: str | None) -> list[Layer]:
@@ -548,20 +619,25 @@ def _hardware_layers(sel: Selection, role: str | None) -> list[Layer]:
     so_name = f"strategy_overrides.{sel.strategy_name}"
     strategy_gen = generation_block(get(so, "hardware_overrides"), hw)
     if truthy(strategy_gen):
-        layers = _layer(f"{so_name}.hardware_overrides.{_gen_key(so, hw)}.extra_args",
-                        get(strategy_gen, "extra_args"))
+        layers = _layer(
+            f"{so_name}.hardware_overrides.{_gen_key(so, hw)}.extra_args", get(strategy_gen, "extra_args")
+        )
     else:
         recipe_gen = generation_block(sel.recipe.get("hardware_overrides"), hw)
         variant_gen = generation_block(sel.variant.get("hardware_overrides"), hw)
         recipe_name = f"hardware_overrides.{_gen_key(sel.recipe, hw)}.extra_args"
         variant_name = f"variants.{sel.variant_key}.hardware_overrides.{_gen_key(sel.variant, hw)}.extra_args"
-        layers = (_layer(recipe_name, get(recipe_gen, "extra_args"))
-                  + _layer(variant_name, get(variant_gen, "extra_args")))
-    layers += _layer(f"{so_name}.hardware_overrides.{hw.id}.extra_args",
-                     get(so, "hardware_overrides", hw.id, "extra_args"))
+        layers = _layer(recipe_name, get(recipe_gen, "extra_args")) + _layer(
+            variant_name, get(variant_gen, "extra_args")
+        )
+    layers += _layer(
+        f"{so_name}.hardware_overrides.{hw.id}.extra_args", get(so, "hardware_overrides", hw.id, "extra_args")
+    )
     if role:
-        layers += _layer(f"{so_name}.{role}.hardware_overrides.{hw.id}.extra_args",
-                         get(so, role, "hardware_overrides", hw.id, "extra_args"))
+        layers += _layer(
+            f"{so_name}.{role}.hardware_overrides.{hw.id}.extra_args",
+            get(so, role, "hardware_overrides", hw.id, "extra_args"),
+        )
     return layers
 
 
@@ -610,8 +686,9 @@ def _feature_layers(sel: Selection) -> list[Layer]:
     return layers
 
 
-def build_layers(sel: Selection, role: str | None = None, node_role: str | None = None,
-                 node_rank: int = 1) -> list[Layer]:
+def build_layers(
+    sel: Selection, role: str | None = None, node_role: str | None = None, node_rank: int = 1
+) -> list[Layer]:
     """The ordered argument layers of one `vllm serve` (a PD role, a multi-node rank, or the
     single command). Merge order, earliest first (later wins the dedupe):
 
@@ -627,8 +704,10 @@ def build_layers(sel: Selection, role: str | None = None, node_role: str | None 
     variant_name = f"variants.{sel.variant_key}"
     layers = _layer("model.base_args", get(sel.recipe, "model", "base_args"))
     layers += _layer(f"{variant_name}.extra_args", sel.variant.get("extra_args"))
-    layers += _layer(f"{variant_name}.hardware_overrides.{sel.hw.id}.extra_args",
-                     get(sel.variant, "hardware_overrides", sel.hw.id, "extra_args"))
+    layers += _layer(
+        f"{variant_name}.hardware_overrides.{sel.hw.id}.extra_args",
+        get(sel.variant, "hardware_overrides", sel.hw.id, "extra_args"),
+    )
     layers += _strategy_layers(sel, role, node_role, node_rank)
     layers += _strategy_override_layers(sel, role)
     layers += _hardware_layers(sel, role)
@@ -640,8 +719,9 @@ def flatten(layers: list[Layer]) -> list[Any]:
     return [arg for layer in layers for arg in layer.args]
 
 
-def explain_flags(sel: Selection, role: str | None = None, node_role: str | None = None,
-                  node_rank: int = 1) -> list[tuple[Any, Any, str]]:
+def explain_flags(
+    sel: Selection, role: str | None = None, node_role: str | None = None, node_rank: int = 1
+) -> list[tuple[Any, Any, str]]:
     """(flag, value or None, layer name) for every unit that survives the last-wins dedupe, in
     rendered order. Positionals appear as (token, None, layer). A lint can use this to say which
     layer set a flag, and (by comparing with `build_layers`) which layers were shadowed."""
@@ -767,8 +847,9 @@ class Rendered:
     argv: list[Any]
 
 
-def render(sel: Selection, role: str | None = None, node_role: str | None = None,
-           node_rank: int = 1) -> Rendered:
+def render(
+    sel: Selection, role: str | None = None, node_role: str | None = None, node_rank: int = 1
+) -> Rendered:
     args = flatten(build_layers(sel, role, node_role, node_rank))
     return Rendered(shell.format_command(sel.model_id, args), shell.format_argv(sel.model_id, args))
 
@@ -785,20 +866,32 @@ def _router_command(sel: Selection, p_meta: dict, d_meta: dict) -> str:
     def endpoints(meta: dict) -> int:
         return max(1, first_truthy(meta["nodes"], 1)) if meta["parallelism"] == "dep" else 1
 
-    intra = coalesce(get(sel.strategy_override, "router", "intra_node_data_parallel_size"),
-                     max(first_truthy(p_meta["dpLocal"], 0), first_truthy(d_meta["dpLocal"], 0), 1))
+    intra = coalesce(
+        get(sel.strategy_override, "router", "intra_node_data_parallel_size"),
+        max(first_truthy(p_meta["dpLocal"], 0), first_truthy(d_meta["dpLocal"], 0), 1),
+    )
     lines = [f"vllm-router --policy {shell.js_str(policy)} \\", "    --vllm-pd-disaggregation \\"]
     prefill_count, decode_count = _js_length(endpoints(p_meta)), _js_length(endpoints(d_meta))
     lines += [f"    --prefill http://$PREFILL_NODE_{i + 1}:8001 \\" for i in range(prefill_count)]
     lines += [f"    --decode http://$DECODE_NODE_{i + 1}:8002 \\" for i in range(decode_count)]
-    lines += ["    --host $ROUTER_HOST \\", "    --port $ROUTER_PORT \\",
-              f"    --intra-node-data-parallel-size {shell.js_str(intra)}"]
+    lines += [
+        "    --host $ROUTER_HOST \\",
+        "    --port $ROUTER_PORT \\",
+        f"    --intra-node-data-parallel-size {shell.js_str(intra)}",
+    ]
     return "\n".join(lines)
 
 
 def _base_result(sel: Selection, env: dict, meta: shell.DockerMeta, deploy_type: Any) -> dict:
-    return {"hardware": sel.hw.id, "strategy": sel.strategy_name, "variant": sel.variant_key,
-            "node_count": sel.node_count, "deploy_type": deploy_type, "env": env, "docker_image": meta.image}
+    return {
+        "hardware": sel.hw.id,
+        "strategy": sel.strategy_name,
+        "variant": sel.variant_key,
+        "node_count": sel.node_count,
+        "deploy_type": deploy_type,
+        "env": env,
+        "docker_image": meta.image,
+    }
 
 
 def _pd_role_result(sel: Selection, role: str, meta: shell.DockerMeta) -> dict:
@@ -813,10 +906,13 @@ def _pd_result(sel: Selection, meta: shell.DockerMeta) -> dict:
     router_config = first_truthy(sel.strategy.get("router"), {"policy": "round_robin"})
     prefill = _pd_role_result(sel, "prefill", meta)
     decode = _pd_role_result(sel, "decode", meta)
-    return {**_base_result(sel, {}, meta, "pd_cluster"), "prefill": prefill, "decode": decode,
-            "router": {"command": _router_command(sel, p_meta, d_meta),
-                       "install": "uv pip install vllm-router"},
-            "router_config": router_config}
+    return {
+        **_base_result(sel, {}, meta, "pd_cluster"),
+        "prefill": prefill,
+        "decode": decode,
+        "router": {"command": _router_command(sel, p_meta, d_meta), "install": "uv pip install vllm-router"},
+        "router_config": router_config,
+    }
 
 
 def _multi_node_result(sel: Selection, meta: shell.DockerMeta) -> dict:
@@ -830,13 +926,17 @@ def _multi_node_result(sel: Selection, meta: shell.DockerMeta) -> dict:
     env = build_env(sel)
     head_docker = shell.dockerize(head.command, head.argv, env, meta)
     worker_dockers = [shell.dockerize(w.command, w.argv, env, meta) for w in workers]
-    return {**_base_result(sel, env, meta, "multi_node"),
-            "head_command": head.command, "worker_commands": [w.command for w in workers],
-            "head_argv": head.argv, "worker_argvs": [w.argv for w in workers],
-            "head_docker_command": head_docker["docker_command"],
-            "worker_docker_commands": [w["docker_command"] for w in worker_dockers],
-            "head_docker_argv": head_docker["docker_argv"],
-            "worker_docker_argvs": [w["docker_argv"] for w in worker_dockers]}
+    return {
+        **_base_result(sel, env, meta, "multi_node"),
+        "head_command": head.command,
+        "worker_commands": [w.command for w in workers],
+        "head_argv": head.argv,
+        "worker_argvs": [w.argv for w in workers],
+        "head_docker_command": head_docker["docker_command"],
+        "worker_docker_commands": [w["docker_command"] for w in worker_dockers],
+        "head_docker_argv": head_docker["docker_argv"],
+        "worker_docker_argvs": [w["docker_argv"] for w in worker_dockers],
+    }
 
 
 def _companions(sel: Selection) -> list[dict]:
@@ -848,9 +948,14 @@ def _companions(sel: Selection) -> list[dict]:
         if not truthy(command) or not is_feature_allowed_for_strategy(feature, sel.strategy_name):
             continue
         companion = feature["companion"]
-        out.append({"feature": name, "label": first_truthy(companion.get("label"), name),
-                    "description": first_truthy(companion.get("description"), ""),
-                    "command": shell.js_str(command).rstrip()})
+        out.append(
+            {
+                "feature": name,
+                "label": first_truthy(companion.get("label"), name),
+                "description": first_truthy(companion.get("description"), ""),
+                "command": shell.js_str(command).rstrip(),
+            }
+        )
     return out
 
 
@@ -863,8 +968,12 @@ def _single_result(sel: Selection, meta: shell.DockerMeta) -> dict:
     rendered = render(sel)
     env = build_env(sel)
     companions = _companions(sel)
-    result = {**_base_result(sel, env, meta, deploy_type), "command": rendered.command, "argv": rendered.argv,
-              **shell.dockerize(rendered.command, rendered.argv, env, meta)}
+    result = {
+        **_base_result(sel, env, meta, deploy_type),
+        "command": rendered.command,
+        "argv": rendered.argv,
+        **shell.dockerize(rendered.command, rendered.argv, env, meta),
+    }
     return {**result, "companions": companions} if companions else result
 
 
@@ -878,18 +987,37 @@ def resolve_selection(sel: Selection) -> dict:
     return _single_result(sel, meta)
 
 
-def resolve_command(recipe: dict, variant: str, strategy: str, hardware: str, features: list[str],
-                    strategies: dict, taxonomy: dict, node_count: int = 1, pd_nodes: Any = None,
-                    advanced_args: list[Any] | None = None, feature_modes: dict | None = None) -> dict:
+def resolve_command(
+    recipe: dict,
+    variant: str,
+    strategy: str,
+    hardware: str,
+    features: list[str],
+    strategies: dict,
+    taxonomy: dict,
+    node_count: int = 1,
+    pd_nodes: Any = None,
+    advanced_args: list[Any] | None = None,
+    feature_modes: dict | None = None,
+) -> dict:
     """Resolve one selection to the reference's result dict, or raise ResolutionError.
 
     `recipe` must be in the loaded form (preprocess.preprocess_recipe). Unknown variants fall
     back to `default`, unknown strategies/hardware resolve as empty specs — as the site does.
     """
-    sel = Selection(recipe=recipe, variant_key=variant, strategy_name=strategy,
-                    hw=hardware_for(taxonomy, hardware), features=list(features or []),
-                    strategies=strategies, taxonomy=taxonomy, node_count=node_count, pd_nodes=pd_nodes,
-                    advanced_args=list(advanced_args or []), feature_modes=dict(feature_modes or {}))
+    sel = Selection(
+        recipe=recipe,
+        variant_key=variant,
+        strategy_name=strategy,
+        hw=hardware_for(taxonomy, hardware),
+        features=list(features or []),
+        strategies=strategies,
+        taxonomy=taxonomy,
+        node_count=node_count,
+        pd_nodes=pd_nodes,
+        advanced_args=list(advanced_args or []),
+        feature_modes=dict(feature_modes or {}),
+    )
     return resolve_selection(sel)
 
 
@@ -941,8 +1069,11 @@ def resolve_omni(recipe: dict, variant_key: str, task_key: str, hardware: str, t
     variants = recipe.get("variants")
     variant = obj(first_truthy(get(variants, variant_key), get(variants, "default"), {}))
     model_id = first_truthy(task_model, variant.get("model_id"), get(recipe, "model", "model_id"), "unknown")
-    return {"command": _omni_command(recipe, variant_key, variant, task_args, hw, model_id),
-            "env": _omni_env(recipe, variant_key, variant, hw), "model_id": model_id}
+    return {
+        "command": _omni_command(recipe, variant_key, variant, task_args, hw, model_id),
+        "env": _omni_env(recipe, variant_key, variant, hw),
+        "model_id": model_id,
+    }
 
 
 def _omni_env(recipe: dict, variant_key: str, variant: dict, hw: Hardware) -> dict:
@@ -957,17 +1088,22 @@ def _omni_env(recipe: dict, variant_key: str, variant: dict, hw: Hardware) -> di
     return env
 
 
-def _omni_command(recipe: dict, variant_key: str, variant: dict, task_args: list[Any], hw: Hardware,
-                  model_id: Any) -> str:
+def _omni_command(
+    recipe: dict, variant_key: str, variant: dict, task_args: list[Any], hw: Hardware, model_id: Any
+) -> str:
     args: list[Any] = []
     variant_args = variant.get("extra_args") if variant_key != "default" else None
-    for value, where in ((get(recipe, "model", "base_args"), "model.base_args"),
-                         (variant_args, "variant.extra_args")):
+    for value, where in (
+        (get(recipe, "model", "base_args"), "model.base_args"),
+        (variant_args, "variant.extra_args"),
+    ):
         args += spread(value, where) if truthy(value) else []
     args += task_args
-    for block in (generation_block(recipe.get("hardware_overrides"), hw),
-                  generation_block(variant.get("hardware_overrides"), hw),
-                  get(variant, "hardware_overrides", hw.id) if truthy(hw.id) else None):
+    for block in (
+        generation_block(recipe.get("hardware_overrides"), hw),
+        generation_block(variant.get("hardware_overrides"), hw),
+        get(variant, "hardware_overrides", hw.id) if truthy(hw.id) else None,
+    ):
         value = get(block, "extra_args")
         args += spread(value, "hardware_overrides extra_args") if truthy(value) else []
     port = get(recipe, "omni", "port")
@@ -1016,10 +1152,14 @@ def compatible_hardware(recipe: dict, variant: dict, taxonomy: dict) -> list[str
     the variant, and (for `restricted` profiles) declared under meta.hardware."""
     declared = obj(get(recipe, "meta", "hardware"))
     constraint = _precision_constraint(variant)
-    return [hw_id for hw_id, profile in obj(taxonomy.get("hardware_profiles")).items()
-            if _matches_constraint(obj(profile), constraint) and declared.get(hw_id) != "unsupported"
-            and _variant_allows_hw(variant, hw_id)
-            and (not obj(profile).get("restricted") or hw_id in declared)]
+    return [
+        hw_id
+        for hw_id, profile in obj(taxonomy.get("hardware_profiles")).items()
+        if _matches_constraint(obj(profile), constraint)
+        and declared.get(hw_id) != "unsupported"
+        and _variant_allows_hw(variant, hw_id)
+        and (not obj(profile).get("restricted") or hw_id in declared)
+    ]
 
 
 def default_hardware(recipe: dict, variant_key: str, taxonomy: dict) -> str:
@@ -1078,7 +1218,7 @@ def recommend_strategy(recipe: dict, node_count: int = 1) -> str:
     explicit = recipe.get("default_strategy")
     if truthy(explicit) and explicit in compatible:
         if node_count > 1 and explicit.startswith("single_node_"):
-            sibling = "multi_node_" + explicit[len("single_node_"):]
+            sibling = "multi_node_" + explicit[len("single_node_") :]
             if sibling in compatible:
                 return sibling
         else:
@@ -1092,8 +1232,9 @@ def recommend_strategy(recipe: dict, node_count: int = 1) -> str:
     return compatible[0] if compatible else "single_node_tp"
 
 
-def default_strategy(recipe: dict, variant_key: str, hw_id: str, strategies: dict,
-                     taxonomy: dict) -> tuple[str, int]:
+def default_strategy(
+    recipe: dict, variant_key: str, hw_id: str, strategies: dict, taxonomy: dict
+) -> tuple[str, int]:
     """(strategy, node count) the site recommends for a variant on a hardware.
 
     Two nodes when the weights don't fit one node and a multi-node strategy is offered; a
@@ -1103,8 +1244,11 @@ def default_strategy(recipe: dict, variant_key: str, hw_id: str, strategies: dic
     hw = hardware_for(taxonomy, hw_id)
     variant = obj(get(recipe, "variants", variant_key))
     scalable = hw.profile.get("scalable") is not False
-    usable = [s for s in effective_compatible_strategies(recipe)
-              if _strategy_usable(recipe, s, hw, strategies, scalable)]
+    usable = [
+        s
+        for s in effective_compatible_strategies(recipe)
+        if _strategy_usable(recipe, s, hw, strategies, scalable)
+    ]
     multi = scalable and any(str(s).startswith("multi_node_") for s in usable)
     base_nodes = 2 if not fits_single_node(hw, variant) and multi else 1
     chosen = recommend_strategy(recipe, base_nodes)
@@ -1134,8 +1278,9 @@ def default_features(recipe: dict, hw_id: str, variant_key: str = "default") -> 
     return [f for f in obj(recipe.get("features")) if f in forced or f not in opt_in]
 
 
-def default_pd_nodes(recipe: dict, variant_key: str, hw_id: str, strategies: dict,
-                     taxonomy: dict) -> dict | str | None:
+def default_pd_nodes(
+    recipe: dict, variant_key: str, hw_id: str, strategies: dict, taxonomy: dict
+) -> dict | str | None:
     """pd_nodes the site's API uses for pd_cluster: None (both pools co-located on one node, when
     the node holds the weights twice), {prefill, decode} whole nodes per pool (grown to each
     pool's GPU floor), or "skip" when a pool would need more than 4 nodes."""
@@ -1153,8 +1298,11 @@ def default_pd_nodes(recipe: dict, variant_key: str, hw_id: str, strategies: dic
         return "skip"
 
     def floored(role: str) -> int:
-        mode = first_truthy(get(recipe, "strategy_overrides", "pd_cluster", role, "parallelism"),
-                            get(strategies, "pd_cluster", role, "parallelism"), "tp")
+        mode = first_truthy(
+            get(recipe, "strategy_overrides", "pd_cluster", role, "parallelism"),
+            get(strategies, "pd_cluster", role, "parallelism"),
+            "tp",
+        )
         return max(per_role, nodes_for_strategy(recipe, mode, hw.profile.get("gpu_count"), hw_id))
 
     return {"prefill": floored("prefill"), "decode": floored("decode")}

@@ -121,7 +121,7 @@ def dedupe_args(args: list[Any]) -> list[Any]:
             seen.add(unit[1])
             keep[i] = True
     out: list[Any] = []
-    for unit, kept in zip(units, keep):
+    for unit, kept in zip(units, keep, strict=False):
         if kept:
             out.extend(unit[1:])
     return out
@@ -199,13 +199,25 @@ _XPU_IMAGE = "vllm/vllm-openai-xpu:latest"
 
 # Per-platform device flags, as display text and as argv (kept token-for-token in step).
 _GPU_FLAGS: dict[str, tuple[str, list[str]]] = {
-    "tpu": ("--privileged --network host \\\n  -v /dev/shm:/dev/shm",
-            ["--privileged", "--network", "host", "-v", "/dev/shm:/dev/shm"]),
-    "amd": ("--device=/dev/kfd --device=/dev/dri \\\n  --security-opt seccomp=unconfined --group-add video",
-            ["--device=/dev/kfd", "--device=/dev/dri", "--security-opt", "seccomp=unconfined",
-             "--group-add", "video"]),
-    "xpu": ("--device /dev/dri \\\n  -v /dev/dri/by-path:/dev/dri/by-path --shm-size=16g",
-            ["--device", "/dev/dri", "-v", "/dev/dri/by-path:/dev/dri/by-path", "--shm-size", "16g"]),
+    "tpu": (
+        "--privileged --network host \\\n  -v /dev/shm:/dev/shm",
+        ["--privileged", "--network", "host", "-v", "/dev/shm:/dev/shm"],
+    ),
+    "amd": (
+        "--device=/dev/kfd --device=/dev/dri \\\n  --security-opt seccomp=unconfined --group-add video",
+        [
+            "--device=/dev/kfd",
+            "--device=/dev/dri",
+            "--security-opt",
+            "seccomp=unconfined",
+            "--group-add",
+            "video",
+        ],
+    ),
+    "xpu": (
+        "--device /dev/dri \\\n  -v /dev/dri/by-path:/dev/dri/by-path --shm-size=16g",
+        ["--device", "/dev/dri", "-v", "/dev/dri/by-path:/dev/dri/by-path", "--shm-size", "16g"],
+    ),
     "intel": ("--shm-size=16g", ["--shm-size", "16g"]),
     "nvidia": ("--gpus all", ["--gpus", "all"]),
 }
@@ -319,11 +331,16 @@ def docker_command(command: str, env: dict, meta: DockerMeta, port: int | None =
     model_id = match.group(1) if match else "MODEL"
     serve_body = re.sub(r"^vllm serve \S+\s*\\?\n?\s*", "", command, count=1)
     mounts = _extra_mounts(model_id, env)
-    prereq = (f"# {model_id} must already exist on the host — bind-mounted read-only below.\n"
-              if mounts and model_id.startswith("/") else "")
-    lines = [f"{prereq}docker run {meta.gpu_flags}",
-             f"--privileged --ipc=host -p {port}:{port}",
-             "-v ~/.cache/huggingface:/root/.cache/huggingface"]
+    prereq = (
+        f"# {model_id} must already exist on the host — bind-mounted read-only below.\n"
+        if mounts and model_id.startswith("/")
+        else ""
+    )
+    lines = [
+        f"{prereq}docker run {meta.gpu_flags}",
+        f"--privileged --ipc=host -p {port}:{port}",
+        "-v ~/.cache/huggingface:/root/.cache/huggingface",
+    ]
     lines += [f"-v {m}" for m in mounts]
     lines += [f"-e {k}={js_str(v)}" for k, v in _env_items(env)]
     tail = f"{js_str(meta.image)} {model_id}" + (f"{LINE_JOIN}{serve_body}" if serve_body else "")
@@ -334,8 +351,17 @@ def docker_argv(argv: list[Any], env: dict, meta: DockerMeta, port: int | None =
     """argv companion of docker_command, ready to spawn without a shell."""
     port = port or 8000
     cmd_args = argv[2:] if argv[:2] == ["vllm", "serve"] else list(argv)
-    out: list[Any] = ["docker", "run", *meta.gpu_argv, "--privileged", "--ipc=host", "-p", f"{port}:{port}",
-                      "-v", "~/.cache/huggingface:/root/.cache/huggingface"]
+    out: list[Any] = [
+        "docker",
+        "run",
+        *meta.gpu_argv,
+        "--privileged",
+        "--ipc=host",
+        "-p",
+        f"{port}:{port}",
+        "-v",
+        "~/.cache/huggingface:/root/.cache/huggingface",
+    ]
     for mount in _extra_mounts(cmd_args[0] if cmd_args else None, env):
         out += ["-v", mount]
     for key, value in _env_items(env):
@@ -345,5 +371,7 @@ def docker_argv(argv: list[Any], env: dict, meta: DockerMeta, port: int | None =
 
 def dockerize(command: str, argv: list[Any], env: dict, meta: DockerMeta, port: int | None = None) -> dict:
     """{docker_command, docker_argv} for one rendered command."""
-    return {"docker_command": docker_command(command, env, meta, port),
-            "docker_argv": docker_argv(argv, env, meta, port)}
+    return {
+        "docker_command": docker_command(command, env, meta, port),
+        "docker_argv": docker_argv(argv, env, meta, port),
+    }

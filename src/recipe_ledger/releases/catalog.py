@@ -78,8 +78,11 @@ def find(ledger: Ledger, ref: str) -> Release:
     matches = [r for r in releases(ledger) if r.payload.lane == lane and r.payload.version == version]
     if not matches:
         known = sorted({r.payload.lane for r in releases(ledger)})
-        raise UnknownIdError(f"no release {lane}@{version} in the ledger", where=ref,
-                             hint=f"ledger release list  (lanes: {', '.join(known) or 'none'})")
+        raise UnknownIdError(
+            f"no release {lane}@{version} in the ledger",
+            where=ref,
+            hint=f"ledger release list  (lanes: {', '.join(known) or 'none'})",
+        )
     live = [r for r in matches if r.status != "retracted"]
     return (live or matches)[-1]
 
@@ -89,14 +92,26 @@ def pins_summary(release: Release) -> dict[str, Any]:
     p = release.payload
     image = p.image
     return {
-        "image": None if image is None else {
-            "ref": image.ref, "digest": image.digest, "image_id": image.image_id,
-            "state": "pinned" if image.pinned else "unpinned"},
-        "model": None if p.model is None else {
-            "name": p.model.name, "path": p.model.path, "revision": p.model.revision,
-            "source": p.model.revision_source or ("stated" if p.model.revision else None)},
+        "image": None
+        if image is None
+        else {
+            "ref": image.ref,
+            "digest": image.digest,
+            "image_id": image.image_id,
+            "state": "pinned" if image.pinned else "unpinned",
+        },
+        "model": None
+        if p.model is None
+        else {
+            "name": p.model.name,
+            "path": p.model.path,
+            "revision": p.model.revision,
+            "source": p.model.revision_source or ("stated" if p.model.revision else None),
+        },
         "scripts": dict(p.script_pins),
-        "numbers": {n.name: {"value": n.value, "result": n.result, "verified": n.verified} for n in p.numbers},
+        "numbers": {
+            n.name: {"value": n.value, "result": n.result, "verified": n.verified} for n in p.numbers
+        },
         "box": dict(p.box),
     }
 
@@ -105,10 +120,17 @@ def summary(release: Release) -> dict[str, Any]:
     """One release as `ledger release list --json` prints it."""
     p = release.payload
     return {
-        "lane": p.lane, "lane_title": p.lane_title, "version": p.version, "id": release.id,
-        "status": release.verification, "ledger_status": release.status, "imported": release.imported,
-        "unverified": list(p.unverified), "pins": pins_summary(release),
-        "writer": release.entry.get("writer"), "ts": release.entry.get("ts"),
+        "lane": p.lane,
+        "lane_title": p.lane_title,
+        "version": p.version,
+        "id": release.id,
+        "status": release.verification,
+        "ledger_status": release.status,
+        "imported": release.imported,
+        "unverified": list(p.unverified),
+        "pins": pins_summary(release),
+        "writer": release.entry.get("writer"),
+        "ts": release.entry.get("ts"),
     }
 
 

@@ -58,23 +58,34 @@ def k_schedule(payload: ReleasePayload) -> str:
 
 
 def diff(a: Release, b: Release, *, only_changes: bool = False) -> list[Row]:
-    rows = _status_rows(a, b) + _pin_rows(a, b) + _flag_rows(a, b) + [
-        Row("k-schedule", "speculation", k_schedule(a.payload), k_schedule(b.payload))] + _number_rows(a, b)
+    rows = (
+        _status_rows(a, b)
+        + _pin_rows(a, b)
+        + _flag_rows(a, b)
+        + [Row("k-schedule", "speculation", k_schedule(a.payload), k_schedule(b.payload))]
+        + _number_rows(a, b)
+    )
     return [r for r in rows if not (only_changes and r.same)]
 
 
 def _status_rows(a: Release, b: Release) -> list[Row]:
-    return [Row("status", "id", a.id[:12], b.id[:12]),
-            Row("status", "verification", a.verification, b.verification),
-            Row("status", "ledger", a.status, b.status)]
+    return [
+        Row("status", "id", a.id[:12], b.id[:12]),
+        Row("status", "verification", a.verification, b.verification),
+        Row("status", "ledger", a.status, b.status),
+    ]
 
 
 def _pin_rows(a: Release, b: Release) -> list[Row]:
     pa, pb = pins_summary(a), pins_summary(b)
-    rows = [Row("pins", "image", image_text(pa["image"]), image_text(pb["image"])),
-            Row("pins", "model", _model(pa["model"]), _model(pb["model"]))]
+    rows = [
+        Row("pins", "image", image_text(pa["image"]), image_text(pb["image"])),
+        Row("pins", "model", _model(pa["model"]), _model(pb["model"])),
+    ]
     for path in sorted(set(pa["scripts"]) | set(pb["scripts"])):
-        rows.append(Row("pins", path, pa["scripts"].get(path, ABSENT)[:12], pb["scripts"].get(path, ABSENT)[:12]))
+        rows.append(
+            Row("pins", path, pa["scripts"].get(path, ABSENT)[:12], pb["scripts"].get(path, ABSENT)[:12])
+        )
     for key in sorted(set(pa["box"]) | set(pb["box"])):
         rows.append(Row("box", key, pa["box"].get(key, ABSENT), pb["box"].get(key, ABSENT)))
     return rows
@@ -99,7 +110,9 @@ def _flag_rows(a: Release, b: Release) -> list[Row]:
 def _number_rows(a: Release, b: Release) -> list[Row]:
     na = {**a.payload.metrics, **{n.name: n.value for n in a.payload.numbers}}
     nb = {**b.payload.metrics, **{n.name: n.value for n in b.payload.numbers}}
-    return [Row("numbers", name, _num(na.get(name)), _num(nb.get(name))) for name in sorted(set(na) | set(nb))]
+    return [
+        Row("numbers", name, _num(na.get(name)), _num(nb.get(name))) for name in sorted(set(na) | set(nb))
+    ]
 
 
 def _num(value: float | None) -> str:

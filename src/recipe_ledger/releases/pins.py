@@ -43,10 +43,14 @@ def pin_image(ref: str) -> Pinned:
     digest = images.digest_of(ref) or info.digest_for(repository)
     extra = {"image_id": info.image_id, "repo_digests": info.repo_digests or None}
     if digest:
-        notes = [] if images.digest_of(ref) else [f"tag {ref} resolved to {repository}@{digest} when published"]
+        notes = (
+            [] if images.digest_of(ref) else [f"tag {ref} resolved to {repository}@{digest} when published"]
+        )
         return Pinned(ImagePin(ref=ref, digest=digest, pinned=True, **extra), notes=notes)
-    gap = (f"image {ref} has no repository digest in {repository} (never pushed to a registry): "
-           f"only this box's image id {info.image_id[:19]}… names it")
+    gap = (
+        f"image {ref} has no repository digest in {repository} (never pushed to a registry): "
+        f"only this box's image id {info.image_id[:19]}… names it"
+    )
     return Pinned(ImagePin(ref=ref, **extra), gaps=[gap])
 
 
@@ -63,7 +67,9 @@ def check_image(pin: ImagePin | None) -> tuple[list[str], list[str]]:
     if pin is None:
         return ["the release pins no image"], []
     if not pin.pinned:
-        return [f"image {pin.ref} is unpinned (given by tag, no repository digest): it cannot be re-run as published"], []
+        return [
+            f"image {pin.ref} is unpinned (given by tag, no repository digest): it cannot be re-run as published"
+        ], []
     problems, notices = [], []
     wanted = run_reference(pin)
     try:
@@ -72,7 +78,9 @@ def check_image(pin: ImagePin | None) -> tuple[list[str], list[str]]:
         problems.append(f"image digest {wanted} is not on this machine")
     else:
         if pin.image_id and info.image_id != pin.image_id:
-            problems.append(f"image {wanted} has image id {info.image_id[:19]}…, published {pin.image_id[:19]}…")
+            problems.append(
+                f"image {wanted} has image id {info.image_id[:19]}…, published {pin.image_id[:19]}…"
+            )
     notice = _moved_tag(pin)
     if notice:
         notices.append(notice)
@@ -84,8 +92,10 @@ def _moved_tag(pin: ImagePin) -> str | None:
         return None
     now = images.image_info(pin.ref)
     if pin.image_id and now.image_id != pin.image_id:
-        return (f"tag {pin.ref} moved since publishing: it now names image {now.image_id[:19]}…, the release "
-                f"pinned {pin.image_id[:19]}… (reproducing by digest {run_reference(pin)})")
+        return (
+            f"tag {pin.ref} moved since publishing: it now names image {now.image_id[:19]}…, the release "
+            f"pinned {pin.image_id[:19]}… (reproducing by digest {run_reference(pin)})"
+        )
     return None
 
 
@@ -100,18 +110,32 @@ def model_dir(spec: ModelSpec, repo: Path) -> Path:
 def revision_source(revision: str | None) -> str | None:
     if revision is None:
         return None
-    return "hf-snapshot" if revision.startswith("hf:") else "content-hash" if revision.startswith("sha256:") else "stated"
+    return (
+        "hf-snapshot"
+        if revision.startswith("hf:")
+        else "content-hash"
+        if revision.startswith("sha256:")
+        else "stated"
+    )
 
 
 def pin_model(spec: ModelSpec, repo: Path) -> Pinned:
     """The model's revision: a Hugging Face snapshot's commit, else the directory's content hash."""
     path = model_dir(spec, repo)
     if not path.is_dir():
-        raise InputError(f"model directory {spec.path} does not exist", where=str(path),
-                         hint="scripts/make_tiny_model.py DIR, or fix model.path in the release spec")
+        raise InputError(
+            f"model directory {spec.path} does not exist",
+            where=str(path),
+            hint="scripts/make_tiny_model.py DIR, or fix model.path in the release spec",
+        )
     revision = model_revision(path)
-    pin = ModelPin(name=spec.name, path=spec.path, revision=revision, revision_source=revision_source(revision),
-                   container_path=spec.container_path)
+    pin = ModelPin(
+        name=spec.name,
+        path=spec.path,
+        revision=revision,
+        revision_source=revision_source(revision),
+        container_path=spec.container_path,
+    )
     return Pinned(pin)
 
 
@@ -119,13 +143,17 @@ def check_model(pin: ModelPin | None, repo: Path) -> list[str]:
     if pin is None or not pin.path:
         return ["the release pins no model directory"]
     if pin.revision_source not in ("hf-snapshot", "content-hash"):
-        return [f"model {pin.name or pin.path} has no pinned revision (only {pin.revision_source or 'nothing'})"]
+        return [
+            f"model {pin.name or pin.path} has no pinned revision (only {pin.revision_source or 'nothing'})"
+        ]
     path = model_dir(ModelSpec(path=pin.path), repo)
     if not path.is_dir():
         return [f"model directory {pin.path} is not on this machine"]
     now = model_revision(path)
     if now != pin.revision:
-        return [f"model directory {pin.path} changed since publishing: {_short(now)} now, {_short(pin.revision)} pinned"]
+        return [
+            f"model directory {pin.path} changed since publishing: {_short(now)} now, {_short(pin.revision)} pinned"
+        ]
     return []
 
 
@@ -159,8 +187,13 @@ def pin_scripts(repo: Path, paths: list[str]) -> Pinned:
 def head_blob(repo: Path, path: str) -> str | None:
     """The blob hash of ``path`` in HEAD, or None (not tracked, no commit, or no git)."""
     try:
-        out = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"HEAD:{path}"],
-                             capture_output=True, text=True, timeout=30, check=False)
+        out = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"HEAD:{path}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return (out.stdout.strip() or None) if out.returncode == 0 else None
@@ -175,7 +208,9 @@ def check_scripts(pins: dict[str, str], repo: Path) -> list[str]:
             continue
         now = blob_hash(file.read_bytes())
         if now != blob:
-            problems.append(f"script {path} changed since publishing: blob {now[:12]} now, {blob[:12]} pinned")
+            problems.append(
+                f"script {path} changed since publishing: blob {now[:12]} now, {blob[:12]} pinned"
+            )
     return problems
 
 
@@ -185,8 +220,11 @@ def check_scripts(pins: dict[str, str], repo: Path) -> list[str]:
 def check_box(published: dict[str, str], now: dict[str, str]) -> list[str]:
     """Numbers compare only on a box that matches in what matters (CPU, GPUs, driver, CUDA)."""
     want, have = comparable_host({**NO_GPU, **published}), comparable_host({**NO_GPU, **now})
-    return [f"box differs in {key}: {have.get(key, '-')} here, {want.get(key, '-')} published"
-            for key in sorted(set(want) | set(have)) if want.get(key) != have.get(key)]
+    return [
+        f"box differs in {key}: {have.get(key, '-')} here, {want.get(key, '-')} published"
+        for key in sorted(set(want) | set(have))
+        if want.get(key) != have.get(key)
+    ]
 
 
 def _short(revision: str | None) -> str:

@@ -55,7 +55,9 @@ class Source:
     status: str
 
 
-def publish(ledger: Ledger, repo: Path, spec_path: Path, lane: str, version: str, *, writer: str) -> dict[str, Any]:
+def publish(
+    ledger: Ledger, repo: Path, spec_path: Path, lane: str, version: str, *, writer: str
+) -> dict[str, Any]:
     """Append the release ``lane``@``version`` described by ``spec_path``; return the entry."""
     spec = load_release_spec(spec_path)
     _check_names(spec, spec_path, lane, version)
@@ -66,8 +68,11 @@ def publish(ledger: Ledger, repo: Path, spec_path: Path, lane: str, version: str
 
 def _check_names(spec: ReleaseSpec, spec_path: Path, lane: str, version: str) -> None:
     if (spec.lane, spec.version) != (catalog.slug(lane), version):
-        raise InputError(f"the spec describes {spec.lane}@{spec.version}, not {catalog.slug(lane)}@{version}",
-                         where=str(spec_path), hint=f"ledger release publish {spec.lane} {spec.version} --from {spec_path}")
+        raise InputError(
+            f"the spec describes {spec.lane}@{spec.version}, not {catalog.slug(lane)}@{version}",
+            where=str(spec_path),
+            hint=f"ledger release publish {spec.lane} {spec.version} --from {spec_path}",
+        )
 
 
 def _refuse_existing(ledger: Ledger, lane: str, version: str) -> None:
@@ -76,8 +81,11 @@ def _refuse_existing(ledger: Ledger, lane: str, version: str) -> None:
     except InputError:
         return
     if found.status != "retracted":
-        raise StateError(f"release {found.ref} is already published ({found.id[:12]}); nothing published is edited",
-                         where=found.id[:12], hint="publish a new version, or `ledger retract` this one first")
+        raise StateError(
+            f"release {found.ref} is already published ({found.id[:12]}); nothing published is edited",
+            where=found.id[:12],
+            hint="publish a new version, or `ledger retract` this one first",
+        )
 
 
 def draft_release(ledger: Ledger, repo: Path, spec: ReleaseSpec, spec_path: Path) -> Draft:
@@ -94,15 +102,21 @@ def draft_release(ledger: Ledger, repo: Path, spec: ReleaseSpec, spec_path: Path
     script_pins = draft.take(pins.pin_scripts(repo, _script_paths(spec, sources)))
     _scripts_match_results(script_pins, sources, draft)
     draft.fields = {
-        "lane": spec.lane, "lane_title": spec.lane_title, "version": spec.version, "changes": list(spec.changes),
-        "supersedes": _supersedes(ledger, spec), "spec": repo_relative(Path(spec_path), repo),
+        "lane": spec.lane,
+        "lane_title": spec.lane_title,
+        "version": spec.version,
+        "changes": list(spec.changes),
+        "supersedes": _supersedes(ledger, spec),
+        "spec": repo_relative(Path(spec_path), repo),
         "spec_sha256": sha256_file(Path(spec_path)),
-        "argv": list(arm.argv) if arm else [], "env": dict(arm.env) if arm else {},
+        "argv": list(arm.argv) if arm else [],
+        "env": dict(arm.env) if arm else {},
         "flags": flag_strings(arm.argv) if arm else [],
         "command": docker_command(arm, image) if arm else None,
         "image": image.model_dump(mode="json", exclude_none=True) if image else None,
         "model": model.model_dump(mode="json", exclude_none=True) if model else None,
-        "script_pins": script_pins, "scripts": sorted(script_pins),
+        "script_pins": script_pins,
+        "scripts": sorted(script_pins),
         "box": _box(sources, image is not None, draft),
         "numbers": [n.model_dump(mode="json", exclude_none=True) for n in numbers],
         "metrics": {n.name: n.value for n in numbers},
@@ -117,27 +131,41 @@ def draft_release(ledger: Ledger, repo: Path, spec: ReleaseSpec, spec_path: Path
 # ---------------------------------------------------------------------------------------- numbers
 
 
-def _number(ledger: Ledger, repo: Path, spec: NumberSpec, sources: dict[str, Source],
-            draft: Draft) -> tuple[ReleaseNumber, ArmRecord]:
+def _number(
+    ledger: Ledger, repo: Path, spec: NumberSpec, sources: dict[str, Source], draft: Draft
+) -> tuple[ReleaseNumber, ArmRecord]:
     """The number as its result entry says it, and the arm configuration that measured it."""
     source = _source(ledger, spec)
     sources[source.entry["id"]] = source
     short = source.entry["id"][:12]
     gaps = _source_gaps(source)
     if spec.arm not in source.record.arms:
-        raise InputError(f"number {spec.name}: result {short} has no arm {spec.arm!r} "
-                         f"(it has {', '.join(sorted(source.record.arms))})", where=spec.name)
+        raise InputError(
+            f"number {spec.name}: result {short} has no arm {spec.arm!r} "
+            f"(it has {', '.join(sorted(source.record.arms))})",
+            where=spec.name,
+        )
     key = f"{spec.arm}.c{spec.point}.{spec.metric}"
     metrics = source.entry["payload"].get("metrics", {})
     if key not in metrics:
-        raise InputError(f"number {spec.name}: result {short} holds no {key}", where=spec.name,
-                         hint=f"ledger show {short}")
+        raise InputError(
+            f"number {spec.name}: result {short} holds no {key}", where=spec.name, hint=f"ledger show {short}"
+        )
     value = float(metrics[key])
     samples = _samples(repo, source, spec, value, gaps, draft)
     draft.gaps += [f"number {spec.name}: {gap}" for gap in gaps]
-    number = ReleaseNumber(name=spec.name, value=value, metric=spec.metric, point=spec.point, arm=spec.arm,
-                           unit=spec.unit, result=source.entry["id"], samples=samples,
-                           tolerance=spec.tolerance or _bar_tolerance(source.record, spec), verified=not gaps)
+    number = ReleaseNumber(
+        name=spec.name,
+        value=value,
+        metric=spec.metric,
+        point=spec.point,
+        arm=spec.arm,
+        unit=spec.unit,
+        result=source.entry["id"],
+        samples=samples,
+        tolerance=spec.tolerance or _bar_tolerance(source.record, spec),
+        verified=not gaps,
+    )
     return number, source.record.arms[spec.arm]
 
 
@@ -147,19 +175,34 @@ def _source(ledger: Ledger, spec: NumberSpec) -> Source:
     if spec.result is not None:
         entry = ledger.get(spec.result)
     else:
-        candidates = [e for e in entries if e["kind"] == "result" and e["payload"].get("subject") == spec.experiment
-                      and e["payload"].get("experiment") and statuses[e["id"]] != "retracted"]
+        candidates = [
+            e
+            for e in entries
+            if e["kind"] == "result"
+            and e["payload"].get("subject") == spec.experiment
+            and e["payload"].get("experiment")
+            and statuses[e["id"]] != "retracted"
+        ]
         if not candidates:
-            raise InputError(f"number {spec.name}: no active result of experiment {spec.experiment!r} in the ledger",
-                             where=spec.name, hint=f"ledger run experiments/... (name: {spec.experiment})")
+            raise InputError(
+                f"number {spec.name}: no active result of experiment {spec.experiment!r} in the ledger",
+                where=spec.name,
+                hint=f"ledger run experiments/... (name: {spec.experiment})",
+            )
         entry = candidates[-1]
     if entry["kind"] != "result":
-        raise InputError(f"number {spec.name}: entry {entry['id'][:12]} is a {entry['kind']}, not a result",
-                         where=spec.name, hint="ledger log --kind result")
+        raise InputError(
+            f"number {spec.name}: entry {entry['id'][:12]} is a {entry['kind']}, not a result",
+            where=spec.name,
+            hint="ledger log --kind result",
+        )
     record = entry["payload"].get("experiment")
     if not record:
-        raise InputError(f"number {spec.name}: result {entry['id'][:12]} was not measured by `ledger run` "
-                         "(no experiment record): it cannot back a release number", where=spec.name)
+        raise InputError(
+            f"number {spec.name}: result {entry['id'][:12]} was not measured by `ledger run` "
+            "(no experiment record): it cannot back a release number",
+            where=spec.name,
+        )
     return Source(entry, ExperimentRecord.model_validate(record), statuses[entry["id"]])
 
 
@@ -173,21 +216,28 @@ def _source_gaps(source: Source) -> list[str]:
     return gaps
 
 
-def _samples(repo: Path, source: Source, spec: NumberSpec, value: float, gaps: list[str], draft: Draft) -> list[float]:
+def _samples(
+    repo: Path, source: Source, spec: NumberSpec, value: float, gaps: list[str], draft: Draft
+) -> list[float]:
     """The per-launch values behind the median, from the run's measurements file, whose content
     hash the result entry recorded (a changed file is named, never used)."""
     path = repo / RUNS_DIR / source.record.run_id / "measurements.jsonl"
     recorded = source.entry["payload"].get("artifacts", {}).get("measurements.jsonl")
     if not path.is_file() or recorded is None:
-        draft.notes.append(f"raw measurements of run {source.record.run_id} are not on this machine: "
-                           f"a reproduction of {spec.name} compares against its median alone")
+        draft.notes.append(
+            f"raw measurements of run {source.record.run_id} are not on this machine: "
+            f"a reproduction of {spec.name} compares against its median alone"
+        )
         return []
     if sha256_file(path) != recorded:
         gaps.append(f"{path.relative_to(repo)} does not match the hash its result entry recorded")
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    samples = [float(r["metrics"][spec.metric]) for r in rows
-               if r["arm"] == spec.arm and r["point"] == spec.point and spec.metric in r["metrics"]]
+    samples = [
+        float(r["metrics"][spec.metric])
+        for r in rows
+        if r["arm"] == spec.arm and r["point"] == spec.point and spec.metric in r["metrics"]
+    ]
     if samples and round(statistics.median(samples), 6) != round(value, 6):
         gaps.append(f"the median of its {len(samples)} samples is not the {value} its result entry says")
     return samples
@@ -207,8 +257,10 @@ def _configuration(arms: list[ArmRecord], draft: Draft) -> ArmRecord | None:
     """The one server configuration every number was measured with (argv, env, image)."""
     distinct = {arm.fingerprint: arm for arm in arms}
     if len(distinct) > 1:
-        draft.gaps.append(f"the numbers were measured with {len(distinct)} different configurations "
-                          "(argv, env or image differ): a release is one configuration")
+        draft.gaps.append(
+            f"the numbers were measured with {len(distinct)} different configurations "
+            "(argv, env or image differ): a release is one configuration"
+        )
     return arms[0] if arms else None
 
 
@@ -220,10 +272,13 @@ def _image(spec: ReleaseSpec, arm: ArmRecord | None, draft: Draft):
     image = draft.take(pins.pin_image(ref))
     ran = arm.image if arm else None
     if ran and images.digest_of(ran) is None:
-        draft.gaps.append(f"the numbers were measured with image tag {ran}, not a digest: which image ran "
-                          "cannot be shown")
+        draft.gaps.append(
+            f"the numbers were measured with image tag {ran}, not a digest: which image ran cannot be shown"
+        )
     elif ran and not _same_image(ran, image):
-        draft.gaps.append(f"the numbers were measured with {ran}, the release names {pins.run_reference(image)}")
+        draft.gaps.append(
+            f"the numbers were measured with {ran}, the release names {pins.run_reference(image)}"
+        )
     return image
 
 
@@ -245,8 +300,10 @@ def _model(spec: ReleaseSpec, repo: Path, image, arm: ArmRecord | None, draft: D
         labels = images.image_info(pins.run_reference(image)).labels
         draft.gaps += pins.check_model_in_image(model, labels)
     if arm and arm.model_sha256 and arm.model_sha256 != model.revision:
-        draft.gaps.append(f"the numbers were measured with model {arm.model_sha256[:19]}…, "
-                          f"{spec.model.path} is {model.revision[:19]}… now")
+        draft.gaps.append(
+            f"the numbers were measured with model {arm.model_sha256[:19]}…, "
+            f"{spec.model.path} is {model.revision[:19]}… now"
+        )
     return model
 
 
@@ -262,8 +319,10 @@ def _scripts_match_results(script_pins: dict[str, str], sources: dict[str, Sourc
     for source in sources.values():
         for path, blob in ((source.entry.get("git") or {}).get("scripts") or {}).items():
             if script_pins.get(path) not in (None, blob):
-                draft.gaps.append(f"script {path} changed since result {source.entry['id'][:12]} used it "
-                                  f"(blob {blob[:12]} then, {script_pins[path][:12]} now)")
+                draft.gaps.append(
+                    f"script {path} changed since result {source.entry['id'][:12]} used it "
+                    f"(blob {blob[:12]} then, {script_pins[path][:12]} now)"
+                )
 
 
 def _box(sources: dict[str, Source], containerized: bool, draft: Draft) -> dict[str, str]:
@@ -297,7 +356,17 @@ def docker_command(arm: ArmRecord, image) -> str:
     if image is None:
         return shlex.join(arm.argv)
     env = [part for name, value in sorted(arm.env.items()) for part in ("-e", f"{name}={value}")]
-    return shlex.join(["docker", "run", "-d", "--network", "host", "--ipc", "host", *env,
-                       pins.run_reference(image), *arm.argv])
-
-
+    return shlex.join(
+        [
+            "docker",
+            "run",
+            "-d",
+            "--network",
+            "host",
+            "--ipc",
+            "host",
+            *env,
+            pins.run_reference(image),
+            *arm.argv,
+        ]
+    )

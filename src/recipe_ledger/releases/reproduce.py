@@ -80,20 +80,28 @@ def plan_reproduction(ledger: Ledger, repo: Path, ref: str) -> ReproductionPlan:
     payload = release.payload
     numbers = [n for n in payload.numbers if n.result]
     if not numbers:
-        raise StateError(f"release {release.ref} has no numbers linked to result entries"
-                         + (" (imported: nothing was measured by this tool)" if release.imported else "")
-                         + ": there is nothing to re-run", where=release.ref,
-                         hint=f"ledger release show {release.ref}")
+        raise StateError(
+            f"release {release.ref} has no numbers linked to result entries"
+            + (" (imported: nothing was measured by this tool)" if release.imported else "")
+            + ": there is nothing to re-run",
+            where=release.ref,
+            hint=f"ledger release show {release.ref}",
+        )
     problems, notices = pin_problems(payload, repo)
     targets = []
     for result_id in dict.fromkeys(n.result for n in numbers):
-        target, found = _target(ledger, repo, payload, result_id, [n for n in numbers if n.result == result_id])
+        target, found = _target(
+            ledger, repo, payload, result_id, [n for n in numbers if n.result == result_id]
+        )
         problems += found
         if target:
             targets.append(target)
     if problems:
-        raise StateError(f"cannot reproduce {release.ref} as published: " + "; ".join(problems),
-                         where=release.ref, hint=_hint(problems, release.ref))
+        raise StateError(
+            f"cannot reproduce {release.ref} as published: " + "; ".join(problems),
+            where=release.ref,
+            hint=_hint(problems, release.ref),
+        )
     return ReproductionPlan(release, targets, notices)
 
 
@@ -110,12 +118,15 @@ def pin_problems(payload: ReleasePayload, repo: Path) -> tuple[list[str], list[s
             problems += pins.check_model_in_image(payload.model, labels)
     problems += pins.check_model(payload.model, repo)
     problems += pins.check_scripts(payload.script_pins, repo)
-    problems += pins.check_box(payload.box, host_fingerprint()) if payload.box else ["the release pins no box"]
+    problems += (
+        pins.check_box(payload.box, host_fingerprint()) if payload.box else ["the release pins no box"]
+    )
     return problems, notices
 
 
-def _target(ledger: Ledger, repo: Path, payload: ReleasePayload, result_id: str,
-            numbers: list[ReleaseNumber]) -> tuple[Target | None, list[str]]:
+def _target(
+    ledger: Ledger, repo: Path, payload: ReleasePayload, result_id: str, numbers: list[ReleaseNumber]
+) -> tuple[Target | None, list[str]]:
     result = ledger.get(result_id)
     record = ExperimentRecord.model_validate(result["payload"]["experiment"])
     spec_path = repo / record.spec
@@ -123,8 +134,12 @@ def _target(ledger: Ledger, repo: Path, payload: ReleasePayload, result_id: str,
         return None, [f"experiment spec {record.spec} (of result {result_id[:12]}) is missing"]
     sha = sha256_file(spec_path)
     if sha != record.spec_sha256:
-        return None, [(f"experiment spec {record.spec} changed since result {result_id[:12]} "
-                       f"({sha[:19]}… now, {record.spec_sha256[:19]}… then)")]
+        return None, [
+            (
+                f"experiment spec {record.spec} changed since result {result_id[:12]} "
+                f"({sha[:19]}… now, {record.spec_sha256[:19]}… then)"
+            )
+        ]
     plan = plan_run(spec_path, load_experiment(spec_path), RecipeRoot(repo / "recipes"), repo)
     arms = list(dict.fromkeys(n.arm for n in numbers if n.arm))
     problems = [p for arm in arms for p in configuration_problems(plan, arm, payload)]
@@ -136,21 +151,31 @@ def configuration_problems(plan: RunPlan, arm: str, payload: ReleasePayload) -> 
     if arm not in plan.arms:
         return [f"arm {arm!r} is no longer in the experiment"]
     planned = plan.arms[arm]
-    problems = [f"flag {name}: {now} now, {then} published" for name, now, then in
-                flag_differences(planned.argv, payload.argv)]
+    problems = [
+        f"flag {name}: {now} now, {then} published"
+        for name, now, then in flag_differences(planned.argv, payload.argv)
+    ]
     env_now, env_then = redact_env(planned.env), payload.env
-    problems += [f"env {name}: {env_now.get(name, '(unset)')} now, {env_then.get(name, '(unset)')} published"
-                 for name in sorted(set(env_now) | set(env_then)) if env_now.get(name) != env_then.get(name)]
+    problems += [
+        f"env {name}: {env_now.get(name, '(unset)')} now, {env_then.get(name, '(unset)')} published"
+        for name in sorted(set(env_now) | set(env_then))
+        if env_now.get(name) != env_then.get(name)
+    ]
     if planned.argv[:3] != payload.argv[:3] and not problems:
-        problems.append(f"server command {' '.join(planned.argv[:3])} now, {' '.join(payload.argv[:3])} published")
+        problems.append(
+            f"server command {' '.join(planned.argv[:3])} now, {' '.join(payload.argv[:3])} published"
+        )
     return problems
 
 
 def flag_differences(now: list[str], then: list[str]) -> list[tuple[str, str, str]]:
     """``(flag, value now, value published)`` for every flag that differs (absent: "(absent)")."""
     a, b = flag_values(now), flag_values(then)
-    return [(name, a.get(name, "(absent)"), b.get(name, "(absent)"))
-            for name in sorted(set(a) | set(b)) if a.get(name) != b.get(name)]
+    return [
+        (name, a.get(name, "(absent)"), b.get(name, "(absent)"))
+        for name in sorted(set(a) | set(b))
+        if a.get(name) != b.get(name)
+    ]
 
 
 def _pinned_plan(plan: RunPlan, arms: list[str], payload: ReleasePayload) -> RunPlan:
@@ -158,8 +183,10 @@ def _pinned_plan(plan: RunPlan, arms: list[str], payload: ReleasePayload) -> Run
     if payload.image is None or plan.experiment.server.launcher != "docker":
         return plan
     reference = pins.run_reference(payload.image)
-    pinned = {name: dataclasses.replace(arm, image=reference) if name in arms else arm
-              for name, arm in plan.arms.items()}
+    pinned = {
+        name: dataclasses.replace(arm, image=reference) if name in arms else arm
+        for name, arm in plan.arms.items()
+    }
     return dataclasses.replace(plan, arms=pinned)
 
 
@@ -177,22 +204,33 @@ def _hint(problems: list[str], ref: str) -> str:
 # ------------------------------------------------------------------------------------- running
 
 
-def reproduce(ledger: Ledger, repo: Path, ref: str, *, writer: str, say: Callable[[str], None] = print,
-              progress: measure.Progress | None = None,
-              repeats: int | None = None) -> tuple[dict[str, Any], list[NumberOutcome]]:
+def reproduce(
+    ledger: Ledger,
+    repo: Path,
+    ref: str,
+    *,
+    writer: str,
+    say: Callable[[str], None] = print,
+    progress: measure.Progress | None = None,
+    repeats: int | None = None,
+) -> tuple[dict[str, Any], list[NumberOutcome]]:
     """Check, re-run, decide and record; returns the reproduction entry and each number's outcome.
 
     ``repeats``: launches per arm (default: the experiment's own). More launches narrow the new
     side's share of the CI; the published side keeps the samples it was published with."""
     if repeats is not None and repeats < 2:
-        raise InputError(f"--repeats {repeats}: a reproduction needs at least 2 launches per arm to see its own noise")
+        raise InputError(
+            f"--repeats {repeats}: a reproduction needs at least 2 launches per arm to see its own noise"
+        )
     plan = plan_reproduction(ledger, repo, ref)
     for notice in plan.notices:
         say(f"notice: {notice}")
     outcomes, contexts = [], []
     for target in plan.targets:
         preflight(target.plan)
-        ctx = runner.start_context(target.plan, ledger, writer, repo, repo / "runs", progress=progress, say=say)
+        ctx = runner.start_context(
+            target.plan, ledger, writer, repo, repo / "runs", progress=progress, say=say
+        )
         contexts.append(ctx)
         records = rerun(ctx, target, repeats or target.plan.experiment.repeats)
         outcomes += [decide(ledger, target, number, records) for number in target.numbers]
@@ -208,8 +246,16 @@ def rerun(ctx: runner.RunContext, target: Target, repeats: int) -> list[PointRec
         with contextlib.chdir(ctx.repo):
             for repeat in range(1, repeats + 1):
                 for arm in target.arms:
-                    records += measure.measure_launch(ctx.plan, target.plan.arms[arm], repeat, ctx.run_dir,
-                                                      ctx.run_id, ctx.repo, progress=ctx.progress, tag=TAG)
+                    records += measure.measure_launch(
+                        ctx.plan,
+                        target.plan.arms[arm],
+                        repeat,
+                        ctx.run_dir,
+                        ctx.run_id,
+                        ctx.repo,
+                        progress=ctx.progress,
+                        tag=TAG,
+                    )
                     runner.write_records(ctx.run_dir / "measurements.jsonl", records)
     except BaseException as error:
         runner.stop_all()
@@ -222,7 +268,9 @@ def rerun(ctx: runner.RunContext, target: Target, repeats: int) -> list[PointRec
 # ------------------------------------------------------------------------------------ deciding
 
 
-def decide(ledger: Ledger, target: Target, number: ReleaseNumber, records: list[PointRecord]) -> NumberOutcome:
+def decide(
+    ledger: Ledger, target: Target, number: ReleaseNumber, records: list[PointRecord]
+) -> NumberOutcome:
     """The published samples (control) against the new ones (candidate), the tolerance as the bar."""
     if not isinstance(number.point, int) or number.arm is None:
         raise InputError(f"number {number.name} names no arm and integer point: it cannot be re-measured")
@@ -230,11 +278,16 @@ def decide(ledger: Ledger, target: Target, number: ReleaseNumber, records: list[
     new = runner.samples(records, number.arm, instrument, number.metric, number.point)
     published = number.samples or [number.value]
     bar_spec = next((b for b in target.plan.experiment.bars if b.metric == number.metric), None)
-    bar = verdicts.Bar(metric=number.metric, point=number.point,
-                       direction=bar_spec.direction if bar_spec else _direction(number.metric),
-                       min_effect=number.tolerance or 0.1)
+    bar = verdicts.Bar(
+        metric=number.metric,
+        point=number.point,
+        direction=bar_spec.direction if bar_spec else _direction(number.metric),
+        min_effect=number.tolerance or 0.1,
+    )
     threshold = bar_spec.agreement_threshold if bar_spec else verdicts.DEFAULT_AGREEMENT_THRESHOLD
-    verdict = verdicts.decide(published, new, bar, _calibration(ledger, target, number), agreement_threshold=threshold)
+    verdict = verdicts.decide(
+        published, new, bar, _calibration(ledger, target, number), agreement_threshold=threshold
+    )
     return NumberOutcome(number, verdict, _outcome(verdict.outcome), new)
 
 
@@ -254,7 +307,9 @@ def _calibration(ledger: Ledger, target: Target, number: ReleaseNumber) -> verdi
     if not target.record.calibration:
         return None
     entry = ledger.get(target.record.calibration)
-    if entry["payload"].get("metric") != number.metric or str(number.point) not in entry["payload"].get("points", {}):
+    if entry["payload"].get("metric") != number.metric or str(number.point) not in entry["payload"].get(
+        "points", {}
+    ):
         return None
     return runner.to_verdict_calibration(entry)
 
@@ -281,31 +336,53 @@ def describe(outcome: NumberOutcome) -> str:
     v = outcome.verdict
     if v.effect is None:
         return f"{outcome.number.name}: {outcome.outcome} ({v.reason})"
-    return (f"{outcome.number.name}: {outcome.outcome}: {v.candidate_geomean:.4g} now vs {v.control_geomean:.4g} "
-            f"published, effect {v.effect * 100:+.1f}% [{v.ci_low * 100:+.1f}%, {v.ci_high * 100:+.1f}%], "
-            f"tolerance ±{v.bar.min_effect * 100:g}% ({v.outcome})")
+    return (
+        f"{outcome.number.name}: {outcome.outcome}: {v.candidate_geomean:.4g} now vs {v.control_geomean:.4g} "
+        f"published, effect {v.effect * 100:+.1f}% [{v.ci_low * 100:+.1f}%, {v.ci_high * 100:+.1f}%], "
+        f"tolerance ±{v.bar.min_effect * 100:g}% ({v.outcome})"
+    )
 
 
 def number_metrics(outcome: NumberOutcome) -> dict[str, float]:
     v, name = outcome.verdict, outcome.number.name
-    values = {"published": v.control_geomean, "reproduced": v.candidate_geomean, "effect": v.effect,
-              "ci_low": v.ci_low, "ci_high": v.ci_high, "mde": v.mde, "tolerance": v.bar.min_effect,
-              "n_published": float(v.n_control), "n_reproduced": float(v.n_candidate)}
+    values = {
+        "published": v.control_geomean,
+        "reproduced": v.candidate_geomean,
+        "effect": v.effect,
+        "ci_low": v.ci_low,
+        "ci_high": v.ci_high,
+        "mde": v.mde,
+        "tolerance": v.bar.min_effect,
+        "n_published": float(v.n_control),
+        "n_reproduced": float(v.n_candidate),
+    }
     return {f"{name}.{key}": round(value, 6) for key, value in values.items() if value is not None}
 
 
-def record(ledger: Ledger, plan: ReproductionPlan, outcomes: list[NumberOutcome],
-           contexts: list[runner.RunContext], writer: str) -> dict[str, Any]:
+def record(
+    ledger: Ledger,
+    plan: ReproductionPlan,
+    outcomes: list[NumberOutcome],
+    contexts: list[runner.RunContext],
+    writer: str,
+) -> dict[str, Any]:
     release = plan.release
     metrics = {k: v for o in outcomes for k, v in number_metrics(o).items()}
     lines = [describe(o) for o in outcomes] + [f"notice: {n}" for n in plan.notices]
-    artifacts = {f"{ctx.run_id}/{name}": digest for ctx in contexts
-                 for name, digest in runner.artifact_hashes(ctx.run_dir).items()}
+    artifacts = {
+        f"{ctx.run_id}/{name}": digest
+        for ctx in contexts
+        for name, digest in runner.artifact_hashes(ctx.run_dir).items()
+    }
     payload = {
-        "target": release.id, "outcome": overall(outcomes),
-        "text": f"reproduction of {release.ref} on {contexts[0].host.get('hostname', '?')}: " + "; ".join(lines),
-        "metrics": metrics, "origin": {"how": "measured", "source": ", ".join(c.run_id for c in contexts)},
-        "artifacts": artifacts, "scripts": sorted(release.payload.script_pins),
+        "target": release.id,
+        "outcome": overall(outcomes),
+        "text": f"reproduction of {release.ref} on {contexts[0].host.get('hostname', '?')}: "
+        + "; ".join(lines),
+        "metrics": metrics,
+        "origin": {"how": "measured", "source": ", ".join(c.run_id for c in contexts)},
+        "artifacts": artifacts,
+        "scripts": sorted(release.payload.script_pins),
     }
     refs = [("see", t.result["id"]) for t in plan.targets]
     refs += [("evidence", t.record.calibration) for t in plan.targets if t.record.calibration]

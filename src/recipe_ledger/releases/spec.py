@@ -26,9 +26,13 @@ class _Closed(BaseModel):
 
 class ModelSpec(_Closed):
     name: str | None = Field(default=None, description="What the model is, e.g. org/name.")
-    path: str = Field(description="The local model directory (repository-relative or absolute) whose "
-                      "content hash, or Hugging Face snapshot commit, is pinned.")
-    container_path: str | None = Field(default=None, description="Where the server sees it (baked in or mounted).")
+    path: str = Field(
+        description="The local model directory (repository-relative or absolute) whose "
+        "content hash, or Hugging Face snapshot commit, is pinned."
+    )
+    container_path: str | None = Field(
+        default=None, description="Where the server sees it (baked in or mounted)."
+    )
 
 
 class NumberSpec(_Closed):
@@ -39,9 +43,16 @@ class NumberSpec(_Closed):
     point: int = Field(description="The sweep point (concurrency).")
     arm: str = Field(description="The experiment arm that is this release's configuration.")
     result: str | None = Field(default=None, description="Result entry id (or a unique prefix).")
-    experiment: str | None = Field(default=None, description="Or: the newest active result of this experiment.")
-    tolerance: float | None = Field(default=None, gt=0, lt=1, description="Relative band a reproduction must "
-                                    "stay inside; default: the experiment's bar on this metric and point.")
+    experiment: str | None = Field(
+        default=None, description="Or: the newest active result of this experiment."
+    )
+    tolerance: float | None = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        description="Relative band a reproduction must "
+        "stay inside; default: the experiment's bar on this metric and point.",
+    )
     unit: str | None = None
 
     @model_validator(mode="after")
@@ -58,20 +69,31 @@ class ReleaseSpec(_Closed):
     version: str = Field(min_length=1)
     changes: list[str] = Field(default_factory=list)
     supersedes: str | None = Field(default=None, description="An earlier version of this lane (e.g. v1).")
-    image: str | None = Field(default=None, description="The image: repo@sha256:... pins; a tag is resolved "
-                              "to its repository digest through the docker daemon when published.")
+    image: str | None = Field(
+        default=None,
+        description="The image: repo@sha256:... pins; a tag is resolved "
+        "to its repository digest through the docker daemon when published.",
+    )
     model: ModelSpec | None = None
-    scripts: list[str] = Field(default_factory=list, description="Scripts whose git blob hashes are pinned "
-                               "(besides those the results already pinned).")
+    scripts: list[str] = Field(
+        default_factory=list,
+        description="Scripts whose git blob hashes are pinned (besides those the results already pinned).",
+    )
     numbers: list[NumberSpec] = Field(default_factory=list)
 
 
 def load_release_spec(path: Path | str) -> ReleaseSpec:
     """Load and validate a release spec; errors name the file, the line and the field."""
     doc = load_yaml(Path(path))
-    if isinstance(doc.data, dict) and isinstance(doc.data.get("schema_version"), int) \
-            and doc.data["schema_version"] > RELEASE_SPEC_SCHEMA_VERSION:
-        raise SpecError(f"schema_version {doc.data['schema_version']} is newer than this tool understands "
-                        f"({RELEASE_SPEC_SCHEMA_VERSION})", where=doc.where(("schema_version",)),
-                        hint="pip install -U recipe-ledger")
+    if (
+        isinstance(doc.data, dict)
+        and isinstance(doc.data.get("schema_version"), int)
+        and doc.data["schema_version"] > RELEASE_SPEC_SCHEMA_VERSION
+    ):
+        raise SpecError(
+            f"schema_version {doc.data['schema_version']} is newer than this tool understands "
+            f"({RELEASE_SPEC_SCHEMA_VERSION})",
+            where=doc.where(("schema_version",)),
+            hint="pip install -U recipe-ledger",
+        )
     return validate_doc(doc, ReleaseSpec, what="release spec")

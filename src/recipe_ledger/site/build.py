@@ -129,17 +129,29 @@ def index_ledger(view: tables_mod.LedgerView) -> LedgerIndex:
                 retracted_by.setdefault(ref["id"], entry["id"])
     newest_first = [e["id"] for e in reversed(entries)]
     page_of = {entry_id: i // TIMELINE_PAGE + 1 for i, entry_id in enumerate(newest_first)}
-    return LedgerIndex(entries, view.statuses, view.heads, {e["id"]: e for e in entries}, retracted_by, page_of,
-                       dict(referred_by))
+    return LedgerIndex(
+        entries,
+        view.statuses,
+        view.heads,
+        {e["id"]: e for e in entries},
+        retracted_by,
+        page_of,
+        dict(referred_by),
+    )
 
 
 def entry_ref(index: LedgerIndex, entry_id: str, root: str) -> dict[str, Any]:
     """How a page links to an entry: id, status, href, and its retraction notice if any."""
     notice = index.retracted_by.get(entry_id)
-    return {"id": entry_id, "short": short(entry_id), "status": index.statuses.get(entry_id, "unknown"),
-            "href": index.href(entry_id, root),
-            "retracted_by": {"id": notice, "short": short(notice), "href": index.href(notice, root)}
-            if notice else None}
+    return {
+        "id": entry_id,
+        "short": short(entry_id),
+        "status": index.statuses.get(entry_id, "unknown"),
+        "href": index.href(entry_id, root),
+        "retracted_by": {"id": notice, "short": short(notice), "href": index.href(notice, root)}
+        if notice
+        else None,
+    }
 
 
 _TOKEN_SPLIT = re.compile(r"[\s,;:()\[\]{}\"'`]+")
@@ -151,8 +163,15 @@ def entry_tokens(entry: dict[str, Any]) -> set[str]:
     model = p.get("model") if isinstance(p.get("model"), dict) else {}
     experiment = p.get("experiment") if isinstance(p.get("experiment"), dict) else {}
     conditions = p.get("conditions") if isinstance(p.get("conditions"), dict) else {}
-    fields = [p.get("subject"), p.get("lane"), model.get("name"), experiment.get("box"), conditions.get("box"),
-              conditions.get("hardware"), p.get("title")]
+    fields = [
+        p.get("subject"),
+        p.get("lane"),
+        model.get("name"),
+        experiment.get("box"),
+        conditions.get("box"),
+        conditions.get("hardware"),
+        p.get("title"),
+    ]
     words = set()
     for text in fields:
         if isinstance(text, str):
@@ -170,8 +189,14 @@ class SiteWriter:
         self.out = out
         self.report = report
         loader = jinja2.PackageLoader("recipe_ledger.site", "templates")
-        self.env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined,
-                                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+        self.env = jinja2.Environment(
+            loader=loader,
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            keep_trailing_newline=True,
+        )
         self.env.filters["num"] = tables_mod.fmt_number
         self.env.filters["pct"] = lambda v: "" if v is None else f"{v * 100:+.1f}%"
         self.env.filters["url"] = lambda v: quote(str(v))
@@ -184,18 +209,22 @@ class SiteWriter:
         self.report.files += 1
         self.report.bytes += len(data)
 
-    def page(self, rel: str, template: str, data: dict[str, Any], *, compact: bool = False, **extra: Any) -> None:
+    def page(
+        self, rel: str, template: str, data: dict[str, Any], *, compact: bool = False, **extra: Any
+    ) -> None:
         """``rel`` (x.html) from ``template`` with ``data``, and ``data`` as x.json beside it."""
         root = "../" * rel.count("/")
-        html = self.env.get_template(template).render(data=data, root=root, json_href=Path(rel).stem + ".json",
-                                                      **extra)
+        html = self.env.get_template(template).render(
+            data=data, root=root, json_href=Path(rel).stem + ".json", **extra
+        )
         self.write_text(rel, html)
         self.write_text(rel[: -len(".html")] + ".json", dump_json(data, compact=compact))
         self.report.pages += 1
 
 
-def run_tasks(count: int, task: Callable[[int, SiteWriter], None], writer: SiteWriter, stage: str,
-              tick: Progress) -> None:
+def run_tasks(
+    count: int, task: Callable[[int, SiteWriter], None], writer: SiteWriter, stage: str, tick: Progress
+) -> None:
     """``task(i, writer)`` for i in range(count), ticking the progress bar. Serial on purpose: a
     forked pool measured slower here (2 shared cores, copy-on-write of the loaded ledger)."""
     for i in range(count):
@@ -209,8 +238,11 @@ def prepare_out(out: Path) -> None:
         if not out.is_dir():
             raise InputError("the site output is not a folder", where=str(out))
         if any(out.iterdir()) and not (out / MARKER).is_file():
-            raise InputError(f"{out} holds files but no {MARKER} marker: not emptying a folder this tool "
-                             "did not build", where=str(out), hint="pass --out to an empty or generated folder")
+            raise InputError(
+                f"{out} holds files but no {MARKER} marker: not emptying a folder this tool did not build",
+                where=str(out),
+                hint="pass --out to an empty or generated folder",
+            )
         shutil.rmtree(out)
     out.mkdir(parents=True)
     (out / MARKER).write_text("generated by `ledger site`; this folder is emptied on every build\n")
@@ -271,8 +303,9 @@ def hardware_of(entry_words: set[str], boxes: dict[str, Box], hardware_ids: Iter
     return found
 
 
-def recipe_evidence(infos: list[RecipeInfo], index: LedgerIndex, boxes: dict[str, Box],
-                    hardware_ids: list[str]) -> dict[str, list[tuple[dict[str, Any], set[str]]]]:
+def recipe_evidence(
+    infos: list[RecipeInfo], index: LedgerIndex, boxes: dict[str, Box], hardware_ids: list[str]
+) -> dict[str, list[tuple[dict[str, Any], set[str]]]]:
     """recipe name -> [(entry, hardware ids it names)] for entries whose subject names the recipe."""
     by_key: dict[str, str] = {}
     for info in infos:
@@ -289,8 +322,9 @@ def recipe_evidence(infos: list[RecipeInfo], index: LedgerIndex, boxes: dict[str
     return found
 
 
-def recipe_page_data(info: RecipeInfo, root: RecipeRoot, boxes: list[Box], evidence: list,
-                     index: LedgerIndex) -> tuple[dict[str, Any], str, dict[str, Any] | None]:
+def recipe_page_data(
+    info: RecipeInfo, root: RecipeRoot, boxes: list[Box], evidence: list, index: LedgerIndex
+) -> tuple[dict[str, Any], str, dict[str, Any] | None]:
     """(page data, guide HTML, builder data) of one recipe."""
     rel_root = "../" * info.page.count("/")
     ledger_rows = [_evidence_row(entry, hws, index, rel_root) for entry, hws in evidence]
@@ -299,20 +333,38 @@ def recipe_page_data(info: RecipeInfo, root: RecipeRoot, boxes: list[Box], evide
         return base, "", None
     recipe = info.loaded.recipe
     guide = recipe.guide if isinstance(recipe.guide, str) else ""
-    data = {**base,
-            "title": redact(recipe.meta.title), "provider": redact(recipe.meta.provider),
-            "description": redact(recipe.meta.description), "model_id": recipe.model.model_id,
-            "hardware": {hw: str(state) for hw, state in recipe.meta.hardware.items()},
-            "variants": [{"name": v, "precision": var.precision, "vram_minimum_gb": var.vram_minimum_gb,
-                          "description": redact(var.description or "")} for v, var in recipe.variants.items()],
-            "fit": fit_rows(root, info.loaded, boxes),
-            "guide_markdown": redact(guide)}
+    data = {
+        **base,
+        "title": redact(recipe.meta.title),
+        "provider": redact(recipe.meta.provider),
+        "description": redact(recipe.meta.description),
+        "model_id": recipe.model.model_id,
+        "hardware": {hw: str(state) for hw, state in recipe.meta.hardware.items()},
+        "variants": [
+            {
+                "name": v,
+                "precision": var.precision,
+                "vram_minimum_gb": var.vram_minimum_gb,
+                "description": redact(var.description or ""),
+            }
+            for v, var in recipe.variants.items()
+        ],
+        "fit": fit_rows(root, info.loaded, boxes),
+        "guide_markdown": redact(guide),
+    }
     return data, markdown_html(data["guide_markdown"]), builder_data(root, info.loaded)
 
 
 def _evidence_row(entry: dict[str, Any], hardware: set[str], index: LedgerIndex, root: str) -> dict[str, Any]:
-    return redact_all({**entry_ref(index, entry["id"], root), "kind": entry.get("kind"), "ts": entry.get("ts", ""),
-                       "summary": summarize(entry, 140), "hardware": sorted(hardware)})
+    return redact_all(
+        {
+            **entry_ref(index, entry["id"], root),
+            "kind": entry.get("kind"),
+            "ts": entry.get("ts", ""),
+            "summary": summarize(entry, 140),
+            "hardware": sorted(hardware),
+        }
+    )
 
 
 def api_recipe(info: RecipeInfo, root: RecipeRoot) -> dict[str, Any]:
@@ -351,12 +403,20 @@ def index_page_data(infos: list[RecipeInfo], evidence: dict, hardware_order: lis
         cells = {}
         for hw in columns:
             measured = [e for e, hws in evidence.get(info.name, []) if hw in hws]
-            cells[hw] = {"declared": str(declared.get(hw, "")),
-                         "results": sum(e.get("kind") in ("result", "release", "reproduction") for e in measured),
-                         "failures": sum(e.get("kind") == "failure" for e in measured)}
-        rows.append({"name": info.name, "page": info.page,
-                     "title": redact(info.loaded.recipe.meta.title) if info.loaded else info.name,
-                     "error": info.error, "cells": cells})
+            cells[hw] = {
+                "declared": str(declared.get(hw, "")),
+                "results": sum(e.get("kind") in ("result", "release", "reproduction") for e in measured),
+                "failures": sum(e.get("kind") == "failure" for e in measured),
+            }
+        rows.append(
+            {
+                "name": info.name,
+                "page": info.page,
+                "title": redact(info.loaded.recipe.meta.title) if info.loaded else info.name,
+                "error": info.error,
+                "cells": cells,
+            }
+        )
     return {"hardware": columns, "recipes": rows, "counts": counts}
 
 
@@ -367,15 +427,28 @@ def timeline_rows(index: LedgerIndex, entries: list[dict[str, Any]], root: str) 
 def _timeline_row(index: LedgerIndex, entry: dict[str, Any], root: str) -> dict[str, Any]:
     p = entry.get("payload", {})
     numbers = p.get("metrics") or p.get("numbers") or {}
-    refs = [{"rel": r.get("rel"), **entry_ref(index, r["id"], root)} for r in entry.get("refs", ())
-            if r.get("id") in index.by_id]
-    return redact_all({**entry_ref(index, entry["id"], root), "ts": entry.get("ts", ""), "writer": entry.get("writer", ""),
-            "kind": entry.get("kind", ""), "summary": clip(summarize(entry, MAX_SHOWN_CHARS)),
+    refs = [
+        {"rel": r.get("rel"), **entry_ref(index, r["id"], root)}
+        for r in entry.get("refs", ())
+        if r.get("id") in index.by_id
+    ]
+    return redact_all(
+        {
+            **entry_ref(index, entry["id"], root),
+            "ts": entry.get("ts", ""),
+            "writer": entry.get("writer", ""),
+            "kind": entry.get("kind", ""),
+            "summary": clip(summarize(entry, MAX_SHOWN_CHARS)),
             "numbers": [[k, v] for k, v in sorted(numbers.items())[:12]] if isinstance(numbers, dict) else [],
             "more_numbers": max(0, len(numbers) - 12) if isinstance(numbers, dict) else 0,
-            "fix": clip(str(p.get("fix") or "")), "cause_class": str(p.get("cause_class") or ""),
-            "detail": clip(str(p.get("text") or ""), 600) if entry.get("kind") == "note" and p.get("title") else "",
-            "refs": refs})
+            "fix": clip(str(p.get("fix") or "")),
+            "cause_class": str(p.get("cause_class") or ""),
+            "detail": clip(str(p.get("text") or ""), 600)
+            if entry.get("kind") == "note" and p.get("title")
+            else "",
+            "refs": refs,
+        }
+    )
 
 
 def release_pages(index: LedgerIndex) -> list[tuple[str, dict[str, Any]]]:
@@ -385,8 +458,14 @@ def release_pages(index: LedgerIndex) -> list[tuple[str, dict[str, Any]]]:
     for entry in releases:
         by_lane[str(entry["payload"].get("lane", "?"))].append(entry)
     used: set[str] = set()
-    paths = {e["id"]: _unique(f"releases/{slugify(str(e['payload'].get('lane')))}/"
-                              f"{slugify(str(e['payload'].get('version')))}.html", used) for e in releases}
+    paths = {
+        e["id"]: _unique(
+            f"releases/{slugify(str(e['payload'].get('lane')))}/"
+            f"{slugify(str(e['payload'].get('version')))}.html",
+            used,
+        )
+        for e in releases
+    }
     out = []
     for lane_entries in by_lane.values():
         for i, entry in enumerate(lane_entries):
@@ -407,20 +486,43 @@ def _release_data(entry: dict, previous: dict | None, index: LedgerIndex, paths:
     p = entry["payload"]
     git = entry.get("git") or {}
     return {
-        "entry": entry_ref(index, entry["id"], root), "lane": p.get("lane"), "lane_title": p.get("lane_title"),
-        "version": p.get("version"), "ts": entry.get("ts"), "writer": entry.get("writer"),
-        "changes": p.get("changes", []), "command": p.get("command"), "flags": p.get("flags", []),
+        "entry": entry_ref(index, entry["id"], root),
+        "lane": p.get("lane"),
+        "lane_title": p.get("lane_title"),
+        "version": p.get("version"),
+        "ts": entry.get("ts"),
+        "writer": entry.get("writer"),
+        "changes": p.get("changes", []),
+        "command": p.get("command"),
+        "flags": p.get("flags", []),
         "image": _with_keys(p.get("image"), ("ref", "digest", "pinned")),
-        "model": _with_keys(p.get("model"), ("name", "path", "revision")), "spec_sha256": p.get("spec_sha256"),
+        "model": _with_keys(p.get("model"), ("name", "path", "revision")),
+        "spec_sha256": p.get("spec_sha256"),
         "metrics": [[k, v] for k, v in sorted(p.get("metrics", {}).items())],
-        "scripts": sorted((git.get("scripts") or {}).items()), "git_commit": git.get("commit"),
-        "git_dirty": git.get("dirty"), "origin": _with_keys(p.get("origin") or {}, ("how", "source", "item", "as_of")), "artifacts": sorted(p.get("artifacts", {}).items()),
-        "previous": ({"version": previous["payload"].get("version"), "href": root + paths[previous["id"]],
-                      **_release_diff(previous["payload"], p)} if previous else None),
-        "referred_by": [{"rel": rel, **entry_ref(index, other, root),
-                         "outcome": (index.by_id.get(other) or {}).get("payload", {}).get("outcome")}
-                        for rel, other in index.referred_by.get(entry["id"], [])],
-        "verified": p.get("verified"), "unverified": p.get("unverified", []),
+        "scripts": sorted((git.get("scripts") or {}).items()),
+        "git_commit": git.get("commit"),
+        "git_dirty": git.get("dirty"),
+        "origin": _with_keys(p.get("origin") or {}, ("how", "source", "item", "as_of")),
+        "artifacts": sorted(p.get("artifacts", {}).items()),
+        "previous": (
+            {
+                "version": previous["payload"].get("version"),
+                "href": root + paths[previous["id"]],
+                **_release_diff(previous["payload"], p),
+            }
+            if previous
+            else None
+        ),
+        "referred_by": [
+            {
+                "rel": rel,
+                **entry_ref(index, other, root),
+                "outcome": (index.by_id.get(other) or {}).get("payload", {}).get("outcome"),
+            }
+            for rel, other in index.referred_by.get(entry["id"], [])
+        ],
+        "verified": p.get("verified"),
+        "unverified": p.get("unverified", []),
         "box": sorted((p.get("box") or {}).items()),
         "numbers": [_release_number(n, index, root) for n in p.get("numbers", [])],
     }
@@ -429,9 +531,11 @@ def _release_data(entry: dict, previous: dict | None, index: LedgerIndex, paths:
 def _release_number(number: dict, index: LedgerIndex, root: str) -> dict[str, Any]:
     """A v2 release number with the result entry that measured it (linked when the ledger has it)."""
     result = number.get("result")
-    return {**_with_keys(number, ("name", "metric", "point", "arm", "value", "unit", "tolerance", "verified")),
-            "n": len(number.get("samples") or []),
-            "result": entry_ref(index, result, root) if result and result in index.by_id else None}
+    return {
+        **_with_keys(number, ("name", "metric", "point", "arm", "value", "unit", "tolerance", "verified")),
+        "n": len(number.get("samples") or []),
+        "result": entry_ref(index, result, root) if result and result in index.by_id else None,
+    }
 
 
 def _with_keys(value: Any, keys: tuple[str, ...]) -> dict[str, Any] | None:
@@ -444,14 +548,26 @@ def _with_keys(value: Any, keys: tuple[str, ...]) -> dict[str, Any] | None:
 def _release_diff(old: dict, new: dict) -> dict[str, Any]:
     old_flags, new_flags = list(old.get("flags", [])), list(new.get("flags", []))
     old_metrics, new_metrics = old.get("metrics", {}), new.get("metrics", {})
-    command = list(difflib.unified_diff((old.get("command") or "").splitlines(),
-                                        (new.get("command") or "").splitlines(), "previous", "this", lineterm=""))
+    command = list(
+        difflib.unified_diff(
+            (old.get("command") or "").splitlines(),
+            (new.get("command") or "").splitlines(),
+            "previous",
+            "this",
+            lineterm="",
+        )
+    )
     return {
         "flags_added": [f for f in new_flags if f not in old_flags],
         "flags_removed": [f for f in old_flags if f not in new_flags],
         "image": [image_text(old.get("image")), image_text(new.get("image"))],
-        "model_revision": [(old.get("model") or {}).get("revision"), (new.get("model") or {}).get("revision")],
-        "metrics": [[k, old_metrics.get(k), new_metrics.get(k)] for k in sorted(set(old_metrics) | set(new_metrics))],
+        "model_revision": [
+            (old.get("model") or {}).get("revision"),
+            (new.get("model") or {}).get("revision"),
+        ],
+        "metrics": [
+            [k, old_metrics.get(k), new_metrics.get(k)] for k in sorted(set(old_metrics) | set(new_metrics))
+        ],
         "command_diff": command,
     }
 
@@ -468,16 +584,43 @@ def lane_history(index: LedgerIndex, pages: list[tuple[str, dict]]) -> list[dict
         metric_names = sorted({k for v in versions for k, _ in v["metrics"]})
         series = {m: [dict(v["metrics"]).get(m) for v in versions] for m in metric_names}
         chart = plots.history_chart(names, series, title=f"{lane}: numbers across versions")
-        out.append({"lane": lane, "title": versions[-1]["lane_title"] or lane, "chart": chart,
-                    "versions": [{"version": v["version"], "path": v["path"], "status": v["entry"]["status"],
-                                  "retracted_by": v["entry"]["retracted_by"], "ts": v["ts"]} for v in versions]})
+        out.append(
+            {
+                "lane": lane,
+                "title": versions[-1]["lane_title"] or lane,
+                "chart": chart,
+                "versions": [
+                    {
+                        "version": v["version"],
+                        "path": v["path"],
+                        "status": v["entry"]["status"],
+                        "retracted_by": v["entry"]["retracted_by"],
+                        "ts": v["ts"],
+                    }
+                    for v in versions
+                ],
+            }
+        )
     return out
 
 
 _SWEEP_KEY = re.compile(r"^(?P<arm>[^.]+)\.c(?P<point>\d+)\.(?P<metric>.+)$")
 ARM_KEYS = ("source", "fingerprint", "argv", "env", "image", "model_sha256")
-BAR_KEYS = ("candidate", "metric", "point", "direction", "min_effect", "outcome", "effect", "ci_low", "ci_high",
-            "mde", "control", "value", "reason")
+BAR_KEYS = (
+    "candidate",
+    "metric",
+    "point",
+    "direction",
+    "min_effect",
+    "outcome",
+    "effect",
+    "ci_low",
+    "ci_high",
+    "mde",
+    "control",
+    "value",
+    "reason",
+)
 SWEEP_PREFERRED = ("output_tps_total", "request_rps", "decode_tps_per_stream", "ttft_ms_p50", "tpot_ms_p50")
 
 
@@ -514,20 +657,35 @@ def _experiment_data(entry: dict, experiment: dict, index: LedgerIndex, root: st
     charts += [plots.sweep_chart(sweeps[m], title=f"{m} against concurrency", y_label=m) for m in chosen]
     calibration = experiment.get("calibration")
     data = {
-        "entry": entry_ref(index, entry["id"], root), "ts": entry.get("ts"), "writer": entry.get("writer"),
-        "name": experiment.get("name"), "hypothesis": experiment.get("hypothesis", ""),
-        "box": experiment.get("box"), "run_id": experiment.get("run_id"), "spec": experiment.get("spec"),
-        "spec_sha256": experiment.get("spec_sha256"), "points": experiment.get("points", []),
-        "repeats": experiment.get("repeats"), "schedule": experiment.get("schedule", []),
-        "instruments": sorted((experiment.get("instruments") or {}).items()), "method": experiment.get("method"),
-        "host": sorted((experiment.get("host") or {}).items()), "duration_s": experiment.get("duration_s"),
-        "arms": [{"name": k, **_with_keys(v, ARM_KEYS)} for k, v in sorted((experiment.get("arms") or {}).items())],
-        "bars": bars, "verdict": p.get("verdict"), "text": p.get("text", ""),
+        "entry": entry_ref(index, entry["id"], root),
+        "ts": entry.get("ts"),
+        "writer": entry.get("writer"),
+        "name": experiment.get("name"),
+        "hypothesis": experiment.get("hypothesis", ""),
+        "box": experiment.get("box"),
+        "run_id": experiment.get("run_id"),
+        "spec": experiment.get("spec"),
+        "spec_sha256": experiment.get("spec_sha256"),
+        "points": experiment.get("points", []),
+        "repeats": experiment.get("repeats"),
+        "schedule": experiment.get("schedule", []),
+        "instruments": sorted((experiment.get("instruments") or {}).items()),
+        "method": experiment.get("method"),
+        "host": sorted((experiment.get("host") or {}).items()),
+        "duration_s": experiment.get("duration_s"),
+        "arms": [
+            {"name": k, **_with_keys(v, ARM_KEYS)} for k, v in sorted((experiment.get("arms") or {}).items())
+        ],
+        "bars": bars,
+        "verdict": p.get("verdict"),
+        "text": p.get("text", ""),
         "calibration": entry_ref(index, calibration, root) if calibration in index.by_id else None,
         "metrics": [[k, v] for k, v in sorted(p.get("metrics", {}).items())],
-        "artifacts": sorted(p.get("artifacts", {}).items()), "mlflow": sorted((p.get("mlflow") or {}).items()),
+        "artifacts": sorted(p.get("artifacts", {}).items()),
+        "mlflow": sorted((p.get("mlflow") or {}).items()),
         "scripts": sorted(((entry.get("git") or {}).get("scripts") or {}).items()),
-        "git_commit": (entry.get("git") or {}).get("commit"), "sweep_metrics": chosen,
+        "git_commit": (entry.get("git") or {}).get("commit"),
+        "sweep_metrics": chosen,
     }
     return data, charts
 
@@ -540,10 +698,18 @@ def read_tables(view: tables_mod.LedgerView) -> dict[str, dict[str, Any]]:
     verified ledger (reading back the json files costs more than this at 100k entries)."""
     out = {}
     for table in tables_mod.build_tables(view):
-        rows = [dict(zip(table.columns, (tables_mod.json_value(c) for c in row)))
-                for row in table.rows[:TABLE_ROWS_SHOWN]]
-        out[table.name] = {"table": table.name, "title": table.title, "columns": list(table.columns),
-                           "provenance": tables_mod.provenance(view), "row_count": len(table.rows), "rows": rows}
+        rows = [
+            dict(zip(table.columns, (tables_mod.json_value(c) for c in row), strict=False))
+            for row in table.rows[:TABLE_ROWS_SHOWN]
+        ]
+        out[table.name] = {
+            "table": table.name,
+            "title": table.title,
+            "columns": list(table.columns),
+            "provenance": tables_mod.provenance(view),
+            "row_count": len(table.rows),
+            "rows": rows,
+        }
     return out
 
 
@@ -551,19 +717,33 @@ def read_tables(view: tables_mod.LedgerView) -> dict[str, dict[str, Any]]:
 
 
 def llms_txt(infos: list[RecipeInfo], releases: list[tuple[str, dict]], experiments: list) -> str:
-    lines = ["# Recipe Ledger", "",
-             ("> Serving recipes for large models, with every published number tied to an append-only, "
-              "verified ledger entry. Retracted numbers stay, struck through, linked to their notice."), "",
-             "## API", "", "- [models.json](api/models.json): every recipe (hf_id, title, provider, url, json)",
-             "- [tables](tables.html): published tables (csv, json, md) regenerated by `dvc repro`", "",
-             "## Recipes", ""]
+    lines = [
+        "# Recipe Ledger",
+        "",
+        (
+            "> Serving recipes for large models, with every published number tied to an append-only, "
+            "verified ledger entry. Retracted numbers stay, struck through, linked to their notice."
+        ),
+        "",
+        "## API",
+        "",
+        "- [models.json](api/models.json): every recipe (hf_id, title, provider, url, json)",
+        "- [tables](tables.html): published tables (csv, json, md) regenerated by `dvc repro`",
+        "",
+        "## Recipes",
+        "",
+    ]
     lines += [f"- [{_one_line(i.name)}]({quote(i.page)}): {_one_line(_description(i))}" for i in infos]
     lines += ["", "## Releases", ""]
-    lines += [f"- [{_one_line(str(d['lane']))} {_one_line(str(d['version']))}]({quote(p)}): {d['entry']['status']}"
-              for p, d in releases]
+    lines += [
+        f"- [{_one_line(str(d['lane']))} {_one_line(str(d['version']))}]({quote(p)}): {d['entry']['status']}"
+        for p, d in releases
+    ]
     lines += ["", "## Experiments", ""]
-    lines += [f"- [{_one_line(str(d['name']))}]({quote(p)}): {_one_line(str(d['verdict'] or ''))}"
-              for p, d, _ in experiments]
+    lines += [
+        f"- [{_one_line(str(d['name']))}]({quote(p)}): {_one_line(str(d['verdict'] or ''))}"
+        for p, d, _ in experiments
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -580,8 +760,9 @@ def _one_line(text: str) -> str:
 # -- the build ---------------------------------------------------------------------------------
 
 
-def build_site(project: Path, out: Path, *, recipes_dir: Path | None = None,
-               progress: Progress | None = None) -> BuildReport:
+def build_site(
+    project: Path, out: Path, *, recipes_dir: Path | None = None, progress: Progress | None = None
+) -> BuildReport:
     """Build the whole site of ``project`` (ledger/, recipes/, tables/) into ``out``."""
     started = time.perf_counter()
     tick = progress or (lambda stage, done, total: None)
@@ -614,8 +795,15 @@ def build_site(project: Path, out: Path, *, recipes_dir: Path | None = None,
     return report
 
 
-def _write_recipes(writer: SiteWriter, infos: list[RecipeInfo], root: RecipeRoot, boxes: list[Box],
-                   evidence: dict, index: LedgerIndex, tick: Progress) -> None:
+def _write_recipes(
+    writer: SiteWriter,
+    infos: list[RecipeInfo],
+    root: RecipeRoot,
+    boxes: list[Box],
+    evidence: dict,
+    index: LedgerIndex,
+    tick: Progress,
+) -> None:
     def one(i: int, out: SiteWriter) -> None:
         info = infos[i]
         data, guide_html, builder = recipe_page_data(info, root, boxes, evidence.get(info.name, []), index)
@@ -629,16 +817,28 @@ def _write_releases(writer: SiteWriter, releases: list, index: LedgerIndex) -> N
     for path, data in releases:
         writer.page(path, "release.html", data)
     lanes = lane_history(index, releases)
-    writer.page("releases/index.html", "releases.html", {"lanes": [{k: v for k, v in lane.items() if k != "chart"}
-                                                                   for lane in lanes]},
-                charts={lane["lane"]: lane["chart"] for lane in lanes})
+    writer.page(
+        "releases/index.html",
+        "releases.html",
+        {"lanes": [{k: v for k, v in lane.items() if k != "chart"} for lane in lanes]},
+        charts={lane["lane"]: lane["chart"] for lane in lanes},
+    )
 
 
 def _write_experiments(writer: SiteWriter, experiments: list) -> None:
     for path, data, charts in experiments:
         writer.page(path, "experiment.html", data, charts=charts)
-    listing = [{"path": path, "name": d["name"], "box": d["box"], "ts": d["ts"], "verdict": d["verdict"],
-                "entry": d["entry"]} for path, d, _ in experiments]
+    listing = [
+        {
+            "path": path,
+            "name": d["name"],
+            "box": d["box"],
+            "ts": d["ts"],
+            "verdict": d["verdict"],
+            "entry": d["entry"],
+        }
+        for path, d, _ in experiments
+    ]
     writer.page("experiments/index.html", "experiments.html", {"experiments": listing})
 
 
@@ -647,13 +847,19 @@ def _write_timeline(writer: SiteWriter, index: LedgerIndex, tick: Progress) -> N
     pages = max(1, -(-len(newest_first) // TIMELINE_PAGE))
     kinds = sorted({e.get("kind", "") for e in newest_first})
     statuses = sorted({index.statuses[e["id"]] for e in newest_first})
+
     def one(i: int, out: SiteWriter) -> None:
         page = i + 1
-        chunk = newest_first[i * TIMELINE_PAGE: page * TIMELINE_PAGE]
+        chunk = newest_first[i * TIMELINE_PAGE : page * TIMELINE_PAGE]
         name = "index" if page == 1 else f"page-{page}"
-        data = {"page": page, "pages": pages, "kinds": kinds, "statuses": statuses,
-                "heads": [{"writer": w, "entries": n, "head": h} for w, n, h in index.heads],
-                "entries": timeline_rows(index, chunk, "../")}
+        data = {
+            "page": page,
+            "pages": pages,
+            "kinds": kinds,
+            "statuses": statuses,
+            "heads": [{"writer": w, "entries": n, "head": h} for w, n, h in index.heads],
+            "entries": timeline_rows(index, chunk, "../"),
+        }
         out.page(f"ledger/{name}.html", "ledger.html", data, compact=True)
 
     run_tasks(pages, one, writer, "ledger", tick)
@@ -661,7 +867,9 @@ def _write_timeline(writer: SiteWriter, index: LedgerIndex, tick: Progress) -> N
 
 def _write_tables(writer: SiteWriter, published: dict[str, dict[str, Any]]) -> None:
     """The first rows of each table; the whole files are the committed tables/ (linked)."""
-    writer.page("tables.html", "tables.html", {"tables": list(published.values()), "rows_shown": TABLE_ROWS_SHOWN})
+    writer.page(
+        "tables.html", "tables.html", {"tables": list(published.values()), "rows_shown": TABLE_ROWS_SHOWN}
+    )
 
 
 def _counts(index: LedgerIndex, infos: list, releases: list, experiments: list) -> dict[str, int]:
@@ -669,12 +877,24 @@ def _counts(index: LedgerIndex, infos: list, releases: list, experiments: list) 
     for entry in index.entries:
         kinds[entry.get("kind", "")] += 1
     retracted = sum(1 for s in index.statuses.values() if s == "retracted")
-    return {"entries": len(index.entries), "recipes": len(infos), "releases": len(releases),
-            "experiments": len(experiments), "failures": kinds.get("failure", 0), "retracted": retracted}
+    return {
+        "entries": len(index.entries),
+        "recipes": len(infos),
+        "releases": len(releases),
+        "experiments": len(experiments),
+        "failures": kinds.get("failure", 0),
+        "retracted": retracted,
+    }
 
 
 def _models_index(infos: list[RecipeInfo]) -> list[dict[str, Any]]:
-    return [{"hf_id": info.name,
-             "title": redact(info.loaded.recipe.meta.title) if info.loaded else info.name,
-             "provider": redact(info.loaded.recipe.meta.provider) if info.loaded else "",
-             "url": info.page, "json": f"api/{info.name}.json"} for info in infos]
+    return [
+        {
+            "hf_id": info.name,
+            "title": redact(info.loaded.recipe.meta.title) if info.loaded else info.name,
+            "provider": redact(info.loaded.recipe.meta.provider) if info.loaded else "",
+            "url": info.page,
+            "json": f"api/{info.name}.json",
+        }
+        for info in infos
+    ]

@@ -47,8 +47,9 @@ def knee(points: Sequence[Point], fraction: float = KNEE_FRACTION) -> Point | No
 class _Axes:
     """Maps data to pixels; log2 x when every x is positive and the range spans a doubling."""
 
-    def __init__(self, xs: Sequence[float], ys: Sequence[float], *, log_x: bool = False,
-                 include_zero: bool = True):
+    def __init__(
+        self, xs: Sequence[float], ys: Sequence[float], *, log_x: bool = False, include_zero: bool = True
+    ):
         self.log_x = log_x and all(x > 0 for x in xs) and max(xs) > 2 * min(xs)
         tx = [self._tx(x) for x in xs]
         self.x0, self.x1 = min(tx), max(tx)
@@ -73,17 +74,21 @@ class _Axes:
 
 
 def _frame(title: str, x_label: str, y_label: str, body: list[str], height: int = HEIGHT) -> str:
-    head = (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" class="plot" role="img" '
-            f'aria-label="{escape(title)}"><title>{escape(title)}</title>'
-            f'<rect x="0" y="0" width="{WIDTH}" height="{height}" fill="#fff"/>')
+    head = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" class="plot" role="img" '
+        f'aria-label="{escape(title)}"><title>{escape(title)}</title>'
+        f'<rect x="0" y="0" width="{WIDTH}" height="{height}" fill="#fff"/>'
+    )
     middle = (TOP + height - BOTTOM) // 2
-    axes = (f'<line x1="{LEFT}" y1="{height - BOTTOM}" x2="{WIDTH - RIGHT}" y2="{height - BOTTOM}" stroke="#333"/>'
-            f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{height - BOTTOM}" stroke="#333"/>'
-            f'<text x="{(LEFT + WIDTH - RIGHT) // 2}" y="{height - 8}" text-anchor="middle" class="axis">'
-            f'{escape(x_label)}</text>'
-            f'<text x="14" y="{middle}" text-anchor="middle" class="axis" '
-            f'transform="rotate(-90 14 {middle})">{escape(y_label)}</text>'
-            f'<text x="{LEFT}" y="16" class="title">{escape(title)}</text>')
+    axes = (
+        f'<line x1="{LEFT}" y1="{height - BOTTOM}" x2="{WIDTH - RIGHT}" y2="{height - BOTTOM}" stroke="#333"/>'
+        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{height - BOTTOM}" stroke="#333"/>'
+        f'<text x="{(LEFT + WIDTH - RIGHT) // 2}" y="{height - 8}" text-anchor="middle" class="axis">'
+        f"{escape(x_label)}</text>"
+        f'<text x="14" y="{middle}" text-anchor="middle" class="axis" '
+        f'transform="rotate(-90 14 {middle})">{escape(y_label)}</text>'
+        f'<text x="{LEFT}" y="16" class="title">{escape(title)}</text>'
+    )
     return head + axes + "".join(body) + "</svg>"
 
 
@@ -92,8 +97,10 @@ def _y_ticks(axes: _Axes) -> list[str]:
     for i in range(5):
         value = axes.y0 + (axes.y1 - axes.y0) * i / 4
         y = axes.py(value)
-        out.append(f'<line x1="{LEFT - 4}" y1="{_n(y)}" x2="{LEFT}" y2="{_n(y)}" stroke="#333"/>'
-                   f'<text x="{LEFT - 6}" y="{_n(y + 4)}" text-anchor="end" class="tick">{_label(value)}</text>')
+        out.append(
+            f'<line x1="{LEFT - 4}" y1="{_n(y)}" x2="{LEFT}" y2="{_n(y)}" stroke="#333"/>'
+            f'<text x="{LEFT - 6}" y="{_n(y + 4)}" text-anchor="end" class="tick">{_label(value)}</text>'
+        )
     return out
 
 
@@ -102,9 +109,11 @@ def _x_ticks(axes: _Axes, xs: Sequence[float], names: Sequence[str] | None = Non
     for i, x in enumerate(xs):
         px = axes.px(x)
         text = names[i] if names else _label(x)
-        out.append(f'<line x1="{_n(px)}" y1="{HEIGHT - BOTTOM}" x2="{_n(px)}" y2="{HEIGHT - BOTTOM + 4}" '
-                   f'stroke="#333"/><text x="{_n(px)}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle" '
-                   f'class="tick">{escape(text)}</text>')
+        out.append(
+            f'<line x1="{_n(px)}" y1="{HEIGHT - BOTTOM}" x2="{_n(px)}" y2="{HEIGHT - BOTTOM + 4}" '
+            f'stroke="#333"/><text x="{_n(px)}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle" '
+            f'class="tick">{escape(text)}</text>'
+        )
     return out
 
 
@@ -113,17 +122,27 @@ def _legend(names: Sequence[str]) -> list[str]:
     for i, name in enumerate(names):
         y = TOP + 14 + 16 * i
         color = COLORS[i % len(COLORS)]
-        out.append(f'<rect x="{WIDTH - RIGHT + 10}" y="{y - 9}" width="10" height="10" fill="{color}"/>'
-                   f'<text x="{WIDTH - RIGHT + 24}" y="{y}" class="legend">{escape(name[:22])}</text>')
+        out.append(
+            f'<rect x="{WIDTH - RIGHT + 10}" y="{y - 9}" width="10" height="10" fill="{color}"/>'
+            f'<text x="{WIDTH - RIGHT + 24}" y="{y}" class="legend">{escape(name[:22])}</text>'
+        )
     return out
 
 
 def _empty(title: str) -> str:
-    return _frame(title, "", "", [f'<text x="{WIDTH // 2}" y="{HEIGHT // 2}" text-anchor="middle">no data</text>'])
+    return _frame(
+        title, "", "", [f'<text x="{WIDTH // 2}" y="{HEIGHT // 2}" text-anchor="middle">no data</text>']
+    )
 
 
-def sweep_chart(series: dict[str, list[Point]], *, title: str, y_label: str,
-                x_label: str = "concurrency", mark_knee: bool = True) -> str:
+def sweep_chart(
+    series: dict[str, list[Point]],
+    *,
+    title: str,
+    y_label: str,
+    x_label: str = "concurrency",
+    mark_knee: bool = True,
+) -> str:
     """``series``: arm -> [(concurrency, value)]. Lines per arm; each arm's knee ringed."""
     points = [p for values in series.values() for p in values]
     if not points:
@@ -137,18 +156,24 @@ def sweep_chart(series: dict[str, list[Point]], *, title: str, y_label: str,
         path = " ".join(f"{_n(axes.px(x))},{_n(axes.py(y))}" for x, y in ordered)
         if len(ordered) > 1:
             body.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
-        body += [f'<circle cx="{_n(axes.px(x))}" cy="{_n(axes.py(y))}" r="3" fill="{color}">'
-                 f'<title>{escape(arm)} @ {_label(x)}: {_label(y)}</title></circle>' for x, y in ordered]
+        body += [
+            f'<circle cx="{_n(axes.px(x))}" cy="{_n(axes.py(y))}" r="3" fill="{color}">'
+            f"<title>{escape(arm)} @ {_label(x)}: {_label(y)}</title></circle>"
+            for x, y in ordered
+        ]
         point = knee(ordered) if mark_knee and len(ordered) > 1 else None
         if point:
-            body.append(f'<circle cx="{_n(axes.px(point[0]))}" cy="{_n(axes.py(point[1]))}" r="7" fill="none" '
-                        f'stroke="{color}" stroke-width="1.5" class="knee"><title>knee of {escape(arm)}: '
-                        f'{_label(point[0])}</title></circle>')
+            body.append(
+                f'<circle cx="{_n(axes.px(point[0]))}" cy="{_n(axes.py(point[1]))}" r="7" fill="none" '
+                f'stroke="{color}" stroke-width="1.5" class="knee"><title>knee of {escape(arm)}: '
+                f"{_label(point[0])}</title></circle>"
+            )
     return _frame(title, x_label, y_label, body + _legend(sorted(series)))
 
 
-def history_chart(versions: Sequence[str], series: dict[str, list[float | None]], *, title: str,
-                  y_label: str = "value") -> str:
+def history_chart(
+    versions: Sequence[str], series: dict[str, list[float | None]], *, title: str, y_label: str = "value"
+) -> str:
     """A lane's numbers across versions: ``series`` metric -> one value (or None) per version."""
     ys = [v for values in series.values() for v in values if v is not None]
     if not versions or not ys:
@@ -158,13 +183,15 @@ def history_chart(versions: Sequence[str], series: dict[str, list[float | None]]
     body = _y_ticks(axes) + _x_ticks(axes, [float(i) for i in index], list(versions))
     for k, (metric, values) in enumerate(sorted(series.items())):
         color = COLORS[k % len(COLORS)]
-        known = [(float(i), v) for i, v in zip(index, values) if v is not None]
+        known = [(float(i), v) for i, v in zip(index, values, strict=False) if v is not None]
         if len(known) > 1:
             path = " ".join(f"{_n(axes.px(x))},{_n(axes.py(y))}" for x, y in known)
             body.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
-        body += [f'<circle cx="{_n(axes.px(x))}" cy="{_n(axes.py(y))}" r="3" fill="{color}">'
-                 f'<title>{escape(metric)} {escape(versions[int(x)])}: {_label(y)}</title></circle>'
-                 for x, y in known]
+        body += [
+            f'<circle cx="{_n(axes.px(x))}" cy="{_n(axes.py(y))}" r="3" fill="{color}">'
+            f"<title>{escape(metric)} {escape(versions[int(x)])}: {_label(y)}</title></circle>"
+            for x, y in known
+        ]
     return _frame(title, "version", y_label, body + _legend(sorted(series)))
 
 
@@ -190,15 +217,23 @@ def effects_chart(bars: Sequence[dict], *, title: str = "verdict effects (relati
         band = abs(bar.get("min_effect") or 0)
         color = {"win": "#2ca02c", "regression": "#d62728"}.get(bar.get("outcome"), "#7f7f7f")
         name = f"{bar.get('candidate')} {bar.get('metric')}@{bar.get('point')}"
-        body.append(f'<rect x="{_n(px(-band))}" y="{y - 10}" width="{_n(px(band) - px(-band))}" height="20" '
-                    f'fill="#eee"/>')
+        body.append(
+            f'<rect x="{_n(px(-band))}" y="{y - 10}" width="{_n(px(band) - px(-band))}" height="20" '
+            f'fill="#eee"/>'
+        )
         body.append(f'<text x="8" y="{y + 4}" class="tick">{escape(name[:36])}</text>')
         lo, hi = bar.get("ci_low"), bar.get("ci_high")
         if isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
-            body.append(f'<line x1="{_n(px(lo))}" y1="{y}" x2="{_n(px(hi))}" y2="{y}" stroke="{color}" '
-                        f'stroke-width="3"/>')
-        body.append(f'<circle cx="{_n(px(bar["effect"]))}" cy="{y}" r="4" fill="{color}"><title>'
-                    f'{escape(name)}: {escape(str(bar.get("outcome")))} {bar["effect"] * 100:+.1f}%</title></circle>')
-        body.append(f'<text x="{WIDTH - RIGHT + 8}" y="{y + 4}" class="legend">{escape(str(bar.get("outcome")))} '
-                    f'{bar["effect"] * 100:+.1f}%</text>')
+            body.append(
+                f'<line x1="{_n(px(lo))}" y1="{y}" x2="{_n(px(hi))}" y2="{y}" stroke="{color}" '
+                f'stroke-width="3"/>'
+            )
+        body.append(
+            f'<circle cx="{_n(px(bar["effect"]))}" cy="{y}" r="4" fill="{color}"><title>'
+            f"{escape(name)}: {escape(str(bar.get('outcome')))} {bar['effect'] * 100:+.1f}%</title></circle>"
+        )
+        body.append(
+            f'<text x="{WIDTH - RIGHT + 8}" y="{y + 4}" class="legend">{escape(str(bar.get("outcome")))} '
+            f"{bar['effect'] * 100:+.1f}%</text>"
+        )
     return _frame(title, "relative effect (candidate vs control)", "", body, height)

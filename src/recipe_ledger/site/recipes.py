@@ -100,21 +100,29 @@ def cli_line(name: str, hardware: str, strategy: str, variant: str, features: li
 
 def single_node_strategies(raw: dict, hardware: str, strategies: dict, taxonomy: dict) -> list[str]:
     hw = resolve.hardware_for(taxonomy, hardware)
-    return [s for s in resolve.effective_compatible_strategies(raw)
-            if isinstance(s, str) and resolve.get(strategies, s, "deploy_type") == "single_node"
-            and resolve.is_strategy_supported_on_hardware(raw, s, hw)]
+    return [
+        s
+        for s in resolve.effective_compatible_strategies(raw)
+        if isinstance(s, str)
+        and resolve.get(strategies, s, "deploy_type") == "single_node"
+        and resolve.is_strategy_supported_on_hardware(raw, s, hw)
+    ]
 
 
-def command_for(root: RecipeRoot, name: str, hardware: str, strategy: str, variant: str,
-                features: list[str]) -> dict[str, Any]:
+def command_for(
+    root: RecipeRoot, name: str, hardware: str, strategy: str, variant: str, features: list[str]
+) -> dict[str, Any]:
     """One builder cell: the text `ledger recipe command` prints for this request, or its error."""
     cli = cli_line(name, hardware, strategy, variant, features)
     try:
         resolved = resolve_for_people(root, CommandRequest(name, hardware, strategy, variant, list(features)))
     except LedgerError as error:
         return {"cli": cli, "error": error_text(error, root)}
-    return {"cli": cli, "command": redact(text_for_people(resolved, docker=False)),
-            "warnings": [redact(w) for w in resolved.warnings]}
+    return {
+        "cli": cli,
+        "command": redact(text_for_people(resolved, docker=False)),
+        "warnings": [redact(w) for w in resolved.warnings],
+    }
 
 
 def builder_data(root: RecipeRoot, loaded: LoadedRecipe) -> dict[str, Any]:
@@ -124,31 +132,48 @@ def builder_data(root: RecipeRoot, loaded: LoadedRecipe) -> dict[str, Any]:
     variants = list(loaded.recipe.variants)
     features = list(loaded.recipe.features)
     default_variant = resolve.default_variant(raw) or (variants[0] if variants else "default")
-    hardware = list(loaded.recipe.meta.hardware) or [resolve.default_hardware(raw, default_variant, corpus.taxonomy)]
+    hardware = list(loaded.recipe.meta.hardware) or [
+        resolve.default_hardware(raw, default_variant, corpus.taxonomy)
+    ]
     default_hw = resolve.default_hardware(raw, default_variant, corpus.taxonomy)
     combos: dict[str, Any] = {}
     per_hw: dict[str, Any] = {}
     for hw in hardware:
         strategies = single_node_strategies(raw, hw, corpus.strategies, corpus.taxonomy)
-        recommended, _ = resolve.default_strategy(raw, default_variant, hw, corpus.strategies, corpus.taxonomy)
+        recommended, _ = resolve.default_strategy(
+            raw, default_variant, hw, corpus.strategies, corpus.taxonomy
+        )
         defaults = {v: resolve.default_features(raw, hw, v) for v in variants}
-        per_hw[hw] = {"strategies": strategies, "default_features": defaults,
-                      "default_strategy": recommended if recommended in strategies else (strategies or [""])[0]}
+        per_hw[hw] = {
+            "strategies": strategies,
+            "default_features": defaults,
+            "default_strategy": recommended if recommended in strategies else (strategies or [""])[0],
+        }
         for strategy, variant in itertools.product(strategies, variants):
             for subset in feature_sets(features, defaults[variant]):
                 combos[combo_key(hw, strategy, variant, subset)] = command_for(
-                    root, name, hw, strategy, variant, subset)
+                    root, name, hw, strategy, variant, subset
+                )
     return {
         "recipe": name,
         "hardware": hardware,
         "default_hardware": default_hw if default_hw in hardware else hardware[0],
         "variants": variants,
         "default_variant": default_variant,
-        "features": [{"name": f, "description": redact(loaded.recipe.features[f].description),
-                      "opt_in": f in loaded.recipe.opt_in_features} for f in features],
+        "features": [
+            {
+                "name": f,
+                "description": redact(loaded.recipe.features[f].description),
+                "opt_in": f in loaded.recipe.opt_in_features,
+            }
+            for f in features
+        ],
         "per_hardware": per_hw,
-        "subset_rule": (f"all subsets (at most {ALL_SUBSETS_UP_TO} features)" if len(features) <= ALL_SUBSETS_UP_TO
-                        else "the default set, each feature toggled from it, none, and all"),
+        "subset_rule": (
+            f"all subsets (at most {ALL_SUBSETS_UP_TO} features)"
+            if len(features) <= ALL_SUBSETS_UP_TO
+            else "the default set, each feature toggled from it, none, and all"
+        ),
         "combos": combos,
     }
 
@@ -162,15 +187,27 @@ def fit_rows(root: RecipeRoot, loaded: LoadedRecipe, boxes: list[Box]) -> list[d
 
 
 def _fit_row(root: RecipeRoot, name: str, box: Box) -> dict[str, Any]:
-    row: dict[str, Any] = {"box": box.id, "display_name": box.display_name, "hardware": box.hardware or "",
-                           "gpus": box.gpu.count, "hbm_gib": box.gpu.hbm_gib,
-                           "cli": f"ledger fit {name} --box {box.id}"}
+    row: dict[str, Any] = {
+        "box": box.id,
+        "display_name": box.display_name,
+        "hardware": box.hardware or "",
+        "gpus": box.gpu.count,
+        "hbm_gib": box.gpu.hbm_gib,
+        "cli": f"ledger fit {name} --box {box.id}",
+    }
     try:
         report, _ = fit_recipe(root, name, box.id)
     except LedgerError as error:
         return {**row, "error": error_text(error, root)}
-    return {**row, "fits": report.fits, "context": report.context, "budget_gib": report.budget_gib,
-            "resident_gib": report.resident_gib, "kv_room_gib": report.kv_room_gib,
-            "host_used_gib": report.host_used_gib, "min_expert_offload_gib": report.min_expert_offload_gib,
-            "verdict": [redact(v) for v in verdict_lines(report)],
-            "notes": [redact(a) for a in report.problems + report.assumptions]}
+    return {
+        **row,
+        "fits": report.fits,
+        "context": report.context,
+        "budget_gib": report.budget_gib,
+        "resident_gib": report.resident_gib,
+        "kv_room_gib": report.kv_room_gib,
+        "host_used_gib": report.host_used_gib,
+        "min_expert_offload_gib": report.min_expert_offload_gib,
+        "verdict": [redact(v) for v in verdict_lines(report)],
+        "notes": [redact(a) for a in report.problems + report.assumptions],
+    }

@@ -41,7 +41,13 @@ def data_path(data: Any, loc: tuple[Any, ...]) -> PathKey:
     path: list[str | int] = []
     node = data
     for part in loc:
-        if isinstance(node, dict) and part in node or isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        if (
+            isinstance(node, dict)
+            and part in node
+            or isinstance(node, list)
+            and isinstance(part, int)
+            and 0 <= part < len(node)
+        ):
             node = node[part]
         elif isinstance(node, dict) and len(path) == len(loc) - 1:
             path.append(part)  # a missing key: name it, even though it is not in the file
@@ -82,8 +88,9 @@ def validate_doc(doc: YamlDoc, model: type[ModelT], *, what: str = "") -> ModelT
     """Validate ``doc.data`` as ``model``; a failure is a one-line SpecError at file:line."""
     if not isinstance(doc.data, dict):
         kind = type(doc.data).__name__ if doc.data is not None else "an empty document"
-        raise SpecError(f"expected a mapping at the top level{what and ' of a ' + what}, got {kind}",
-                        where=doc.where())
+        raise SpecError(
+            f"expected a mapping at the top level{what and ' of a ' + what}, got {kind}", where=doc.where()
+        )
     try:
         return model.model_validate(doc.data)
     except ValidationError as exc:
@@ -92,4 +99,6 @@ def validate_doc(doc: YamlDoc, model: type[ModelT], *, what: str = "") -> ModelT
         path = data_path(doc.data, tuple(first["loc"]))
         more = len({tuple(e["loc"][:2]) for e in errors}) - 1
         suffix = f" (and {more} more problem{'s' * (more > 1)})" if more > 0 else ""
-        raise SpecError(f"{format_path(path)}: {describe_error(first)}{suffix}", where=doc.where(path)) from None
+        raise SpecError(
+            f"{format_path(path)}: {describe_error(first)}{suffix}", where=doc.where(path)
+        ) from None
