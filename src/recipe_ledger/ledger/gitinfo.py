@@ -156,3 +156,19 @@ def _blobs(sub) -> dict[str, str]:
 
 def _read_blob(repo, sha: str) -> bytes:
     return repo.odb.stream(bytes.fromhex(sha)).read()
+
+
+def head_blob(root: Path, path: str) -> str | None:
+    """The blob hash of ``path`` in HEAD, or None (not tracked, no commit yet, or no git at all).
+
+    ``path`` is relative to the repository's top level, as in ``git rev-parse HEAD:path``. A
+    release compares it with the file on disk: a script no commit holds cannot be fetched by others.
+    """
+    repo = _repo(root)
+    if repo is None:
+        return None
+    try:
+        item = repo.head.commit.tree / path
+    except (ValueError, KeyError):  # ValueError: no commit yet; KeyError: not in HEAD's tree
+        return None
+    return item.hexsha if item.type == "blob" else None

@@ -8,12 +8,12 @@ Nothing here decides whether to publish or re-run; ``publish`` and ``reproduce``
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.launch import images
+from recipe_ledger.ledger import gitinfo
 from recipe_ledger.ledger.gitinfo import blob_hash
 from recipe_ledger.ledger.models import ImagePin, ModelPin
 from recipe_ledger.provenance import comparable_host, model_revision
@@ -171,32 +171,14 @@ def check_model_in_image(model: ModelPin | None, labels: dict[str, str]) -> list
 def pin_scripts(repo: Path, paths: list[str]) -> Pinned:
     """``{path: git blob hash}`` of each script as it is on disk; a script with changes that no
     commit holds (modified or untracked) cannot be fetched by anyone else: a gap, named."""
-    pins, gaps = {}, []
-    for path in sorted(set(paths)):
-        file = repo / path
-        if not file.is_file():
-            raise InputError(f"script {path} does not exist", where=path, hint="ls scripts/")
-        pins[path] = blob_hash(file.read_bytes())
-        committed = head_blob(repo, path)
-        if committed != pins[path]:
+    pins = gitinfo.script_blobs(repo, paths)
+    gaps = []
+    for path, blob in pins.items():
+        committed = gitinfo.head_blob(repo, path)
+        if committed != blob:
             state = "not committed" if committed is None else "has uncommitted changes"
-            gaps.append(f"script {path} is dirty ({state}): its blob {pins[path][:12]} is in no commit")
+            gaps.append(f"script {path} is dirty ({state}): its blob {blob[:12]} is in no commit")
     return Pinned(pins, gaps=gaps)
-
-
-def head_blob(repo: Path, path: str) -> str | None:
-    """The blob hash of ``path`` in HEAD, or None (not tracked, no commit, or no git)."""
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"HEAD:{path}"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return (out.stdout.strip() or None) if out.returncode == 0 else None
 
 
 def check_scripts(pins: dict[str, str], repo: Path) -> list[str]:
