@@ -1,7 +1,26 @@
 """Recipe Ledger: launch commands, memory fit, measured runs and an append-only ledger.
 
-The package is a typed core with a thin CLI on top (``recipe_ledger.cli``). Imports flow one
-way, from the CLI down to ``errors``; ``.importlinter`` in pyproject.toml enforces it.
+A typed core with a thin CLI on top. Imports flow one way, from the CLI down to ``errors``, and
+every external library has one owner; pyproject.toml's ``[tool.importlinter]`` enforces both
+(``lint-imports``). docs/architecture.md walks the data flow stage by stage.
+
+Package map (one owner per concern):
+  cli/         the only user of click and rich: parse, call one core function, print, exit code
+  errors       LedgerError (``where`` + ``hint``): InputError exit 2, StateError exit 3
+  spec/        YAML with js-yaml semantics and line numbers (the only user of PyYAML), validation
+  recipes/     vLLM recipes: models, resolution to argv/env/image (pure), lint, fit, box profiles
+  experiment/  the experiment spec (experiments/*.yaml)
+  pipeline/    the one place the stages are wired: plan, preflight, measure, run, record
+  launch/      servers as a process group or a docker container (the only user of docker)
+  instruments/ benchmark clients -> normalized metrics, raw files hashed
+  verdict      candidate vs control with calibrated noise (pure)
+  provenance   host / GPU fingerprint and model content hash (reads the machine, decides nothing)
+  redact       secrets out of everything written (pure)
+  ledger/      the append-only hash chains under ledger/ (git through ledger.gitinfo only)
+  releases/    release specs, pins, publish, diff, reproduce
+  tracking     the MLflow index of the ledger (the only user of mlflow and sqlite3)
+  tables       verified, non-retracted entries -> tables/*.csv|json|md (the dvc ``tables`` stage)
+  site/        tables + recipes + ledger -> static HTML (the only user of jinja2 and markdown-it)
 """
 
 __version__ = "0.1.0"

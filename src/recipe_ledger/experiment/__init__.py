@@ -1,1 +1,7 @@
-"""Experiments: what to compare (arms), how to measure (instruments, points, repeats), the bar."""
+"""Experiments: what to compare (arms), how to measure (instruments, points, repeats), the bar.
+
+Modules:
+  spec       the experiment file (experiments/*.yaml, ``schema_version`` 1): arms (recipe, command,
+             release, study), server, instruments, points, repeats, bars, calibration; strict, with
+             a JSON Schema (``ledger experiment schema``) and errors at file:line
+"""

@@ -4,4 +4,12 @@ Each instrument module builds the argv of one measurement (one sweep point, one 
 it, keeps its raw output as a file (hashed), and turns it into metrics with normalized names and
 units (``ttft_ms_p50``, ``output_tps_total``...). ``server_metrics`` reads the server's own
 Prometheus counters around a sweep.
+
+Modules:
+  base            MeasureContext and Measurement, InstrumentError, running a client, hashing raw files
+  vllm_bench      ``vllm bench serve`` (kind ``vllm_bench_serve``), one client process per point
+  command         any script that prints JSON metrics (kind ``command``), for studies without a server
+  server_metrics  the server's Prometheus counters before and after a point, as differences
+
+Which kind runs which module is decided in ``recipe_ledger.pipeline.measure.measure_point``.
 """

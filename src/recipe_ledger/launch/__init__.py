@@ -7,8 +7,19 @@ with ProcessLauncher().start(spec) as server:   # returns once spec.health_path 
 ```
 
 A boot that fails raises ``BootFailure`` with a ``cause`` the ledger records. ``stop_all()`` stops
-every server this process still holds (for a signal handler). Only ``containers`` imports ``docker``,
-and only when a docker launch is asked for.
+every server this process still holds (for a signal handler). Only ``containers`` and ``images``
+import ``docker`` (an import contract checks it), and only when docker is actually used.
+
+Modules:
+  spec        LaunchSpec: what to launch, shared by both launchers
+  process     ProcessLauncher: ``vllm serve ...`` (or any command) as a process group
+  containers  DockerLauncher: the seed's ``docker run`` shape through the docker SDK
+  images      what the daemon knows of an image: id, repository digests, labels
+  server      RunningServer: what both launchers hand back
+  health      readiness: poll the health URL until 200, exit, or timeout
+  ports       is a TCP port free, before a launch and after a teardown
+  failures    BootFailure and the pure classifier of a boot log into a cause
+  registry    every live server of this process, for ``stop_all`` from a signal handler
 """
 
 from recipe_ledger.launch.containers import DockerLauncher, DockerServer, cleanup_containers

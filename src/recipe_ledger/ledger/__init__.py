@@ -6,7 +6,7 @@ Modules, each owning one thing:
   store      the ledger/ folder: one chain per writer, append with redaction and git stamp, lookup
   fold       an entry's status folded from later entries (retracted, superseded, reproduced)
   verify     whole-ledger checks, repair, and the git-history append-only check
-  gitinfo    every git question (GitPython)
+  gitinfo    every git question (GitPython; the only module importing ``git``)
   actions    note / retract
   views      log filtering and summaries
   seed_import  the 000 seed's campaign as data, imported idempotently

@@ -1,1 +1,16 @@
-"""The recipe engine: models, resolution to launch commands, lint and memory fit."""
+"""The recipe engine: models, resolution to launch commands, lint and memory fit.
+
+Modules:
+  models      pydantic models of the vLLM recipes schema plus our superset (conflicts_with, memory)
+  corpus      a recipes root (taxonomy, strategies, models), each file loaded once
+  catalog     find a recipe by path, org/name or slug; validate; list
+  preprocess  recipe YAML -> the object the reference builder receives (js-yaml values, hf_id...)
+  resolve     selection -> argv, env, image, as recipes.vllm.ai builds it (pure: an import contract)
+  shell       dedupe, quoting, command lines and ``docker run`` text, byte-identical to the site
+  flags       a vLLM argv read as flags (``--x v`` / ``--x=v`` / switches / multi-value)
+  command     ``ledger recipe command``: resolution with the site's defaults filled in
+  lint        the schema's silent traps as warnings at file:line
+  boxes       box profiles (recipes/boxes/*.yaml, ``schema_version`` 1)
+  fit         memory arithmetic: budget, resident weights, KV room, what must leave the GPU (pure)
+  fitting     ``ledger fit`` glue: resolve for a box, then fit
+"""
