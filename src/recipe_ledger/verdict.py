@@ -1,45 +1,38 @@
-"""Verdicts: is the candidate arm better, worse, the same, or can we not tell? (method ``rl-verdict/1``)
+"""Verdicts: is the candidate arm better, worse, the same, or can we not tell? (method ``rl-verdict/2``)
 
 Pure functions over numbers; no I/O and nothing beyond the standard library and pydantic, because
 the runner must work on a bare, offline GPU box.
 
 The method, per bar (one metric at one point, e.g. ``output_tps_total`` at concurrency 8):
 
-1. **Scale.** Every sample is taken as ``ln(value)``. Serving noise is multiplicative (a slower
-   launch is x% slower at every level), so effects are ratios: ``effect = candidate/control - 1``
-   with each arm summarised by its geometric mean (for repeats within 1% of each other it equals
-   the arithmetic mean to within 0.01%). Higher- and lower-is-better metrics are treated alike.
-2. **Noise is measured, never assumed.** ``sigma`` (relative) is the larger of (a) the pooled
-   within-arm standard deviation of the log samples of this experiment and (b) the calibrated
-   relative sigma of this point from A/A runs of the control (the larger of its cv and log-sd).
-   Degrees of freedom: ``(n_control - 1) + (n_candidate - 1) + (n_calibration - 1)``. Taking the
-   max of two estimates that share one true sigma gives a value at least as large as their pooled
-   estimate, whose t statistic has exactly those degrees of freedom, so the test stays
-   conservative; and a calibration can only widen the interval, never narrow it below what this
-   experiment shows. With one repeat per arm and no calibration the noise is unknown:
-   inconclusive.
+1. **Scale.** Every sample is taken as ``ln(value)``. Serving noise is multiplicative, so effects
+   are ratios: ``effect = candidate/control - 1`` with each arm summarised by its geometric mean.
+   Higher- and lower-is-better metrics are treated alike.
+2. **Noise is measured, never assumed, and a calibration is taken at its upper bound.** ``sigma``
+   (relative) is the larger of (a) the pooled within-arm standard deviation of the log samples and
+   (b) the 80% one-sided upper confidence bound of the calibrated sigma from A/A runs of the control:
+   ``s * sqrt(df / chi2_0.2(df))`` with ``df = n_calibration - 1`` (x3.95 for 2 launches, x2.12 for
+   3, x1.46 for 6). A lucky-tight A/A therefore cannot narrow the interval. Degrees of freedom:
+   ``(n_control - 1) + (n_candidate - 1)``, plus the calibration's only when its bound set sigma (the
+   max of the two is then at least the pooled estimate, whose t has exactly those df). With one
+   repeat per arm and no calibration the noise is unknown: inconclusive.
 3. **Interval.** ``d = mean ln(candidate) - mean ln(control)``, ``se = sigma * sqrt(1/n_c + 1/n_t)``,
    CI = ``exp(d -/+ t(1 - alpha/2, df) * se) - 1`` (two-sided, Student t, default 95%).
-   MDE = ``exp((t(1 - alpha/2, df) + t(power, df)) * se) - 1`` with power 0.8: the smallest true
-   effect this experiment finds four times in five.
-4. **Outcome**, in this order:
-   ``not-comparable`` when the caller says the arms differ in something not under test;
-   ``no-change`` when the whole CI lies strictly inside ``+-min_effect`` (equivalence, TOST-style);
-   ``inconclusive`` when replicates within an arm disagree by more than the agreement threshold
-   (relative spread ``(max - min) / mean``, default 2%) or an arm has a single repeat, since that
-   cannot be checked; ``win`` / ``regression`` only when the CI excludes zero on that side AND
-   ``|effect| >= min_effect`` AND ``|effect| > MDE``; otherwise ``inconclusive``, with the number
-   of repeats per arm that would make the MDE smaller than the bar.
-5. **Not pyperf's shortcut.** pyperf calls a difference significant when the means differ by more
-   than the standard deviations; a noisy instrument then declares wins on one lucky run. Here a
-   win has to clear a t interval, the bar and the MDE, and the replicate gate guards data quality
-   on its own (the retracted replay "win" swung 90/119/124 tok/s; the sweep that told the truth
-   agreed within 1%).
+4. **Outcome**, in this order: ``not-comparable`` when the caller says so; ``no-change`` when the
+   whole CI lies strictly inside ``+-min_effect``; ``inconclusive`` when the replicate gate fails
+   (an arm's relative spread ``(max - min) / mean`` beyond the threshold, or a single repeat); with
+   a calibration the threshold scales with its noise (``agreement_threshold_for``); ``win`` /
+   ``regression`` only when the CI excludes zero on that side, ``|d|`` clears the noise threshold
+   ``(t(1 - alpha/2) + t(0.8)) * se``, and the bar lies within the effect's one-sided 80% reach
+   (``|d| + t(0.8) * se >= ln(1 + bar)``); otherwise ``inconclusive`` with the repeats that would settle it.
+5. **MDE** = ``exp((t(1 - alpha/2) + 2 t(0.8)) * se) - 1``: the true effect these rules call a win
+   four times in five. ``plan_power`` states it per bar before any launch, from the calibration.
 
-Requiring ``|effect| > MDE`` on top of significance is deliberately conservative: an effect that
-only just clears zero is most often an overestimate (the winner's curse), and a published number
-must survive a rerun. The cost is power: an effect exactly at the MDE is called a win about half
-the time. ``benchmarks/verdict_power.py`` prints the measured false-positive rate and power.
+rl-verdict/1 (``METHOD_V1``, still reachable through ``decide(..., method=METHOD_V1)``) took the
+calibration's point estimate at face value, always added its df, used a fixed 2% gate, and asked
+``|effect| >= bar`` and ``|d| >`` its MDE ``(t(1 - alpha/2) + t(0.8)) * se``, so a true effect at
+the bar was a win at most half the time. ``benchmarks/verdict_power.py`` prints both side by side;
+docs/verdicts.md has the figures.
 """
 
 from __future__ import annotations
@@ -56,7 +49,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from recipe_ledger.errors import InputError
 
-METHOD = "rl-verdict/1"
+METHOD = "rl-verdict/2"
+METHOD_V1 = "rl-verdict/1"  # kept reachable: entries recorded under it, and the benchmark's comparison
 DEFAULT_REPEATS = 3  # per arm and point; see docs/verdicts.md for the power table behind it
 DEFAULT_CALIBRATION_REPEATS = 6  # A/A launches of the control per calibration
 DEFAULT_ALPHA = 0.05
@@ -64,6 +58,19 @@ DEFAULT_POWER = 0.8
 DEFAULT_AGREEMENT_THRESHOLD = 0.02  # the seed's tight instrument agreed within ~1%; 2% leaves room
 MAX_REPEATS_SUGGESTED = 1000  # beyond this the bar is inside the instrument's noise
 TIGHTER_INSTRUMENT_HINT_AT = 10  # repeats per arm past which a tighter instrument beats more launches
+# One-sided confidence of the upper bound put on a calibration's sigma. 80% matches the planning power:
+# the bound is exceeded by the true sigma one time in five, and then the observed sigma and the t
+# interval still stand behind it (90% would cost a default 6-launch calibration 1.76x in sigma, not 1.46x).
+CALIBRATION_UCB_CONFIDENCE = 0.8
+# The scaled replicate gate fails honest repeats at most this often (see agreement_threshold_for).
+GATE_MISS = 0.01
+# A plan chooses repeats from a 90% bound on sigma, one step more careful than the verdict's 80%:
+# a plan is accepted exactly when the calibration looks good, so its luck must not set the repeats.
+PLANNING_UCB_CONFIDENCE = 0.9
+# Below this many A/A launches the repeats a plan recommends fell short of 80% power at the bar in
+# simulation (benchmarks/verdict_power.py; docs/verdicts.md has the table): plan_power asks for more.
+MIN_PLANNING_CALIBRATION = 5
+DEFAULT_MAX_PLANNED_REPEATS = 20
 
 Outcome = Literal["win", "regression", "no-change", "inconclusive", "not-comparable"]
 OUTCOMES: tuple[Outcome, ...] = ("win", "regression", "no-change", "inconclusive", "not-comparable")
@@ -121,9 +128,12 @@ class Noise(_Frozen):
 
     sigma_rel: float
     observed_sigma_rel: float | None  # None with one repeat per arm
-    calibrated_sigma_rel: float | None  # None without a calibration
+    calibrated_sigma_rel: float | None  # None without a calibration: its point estimate
     source: Literal["observed", "calibration"]
     df: int
+    # rl-verdict/2: the upper confidence bound that stood in for the calibration's point estimate
+    calibrated_sigma_ucb: float | None = None
+    ucb_confidence: float | None = None
 
 
 class Agreement(_Frozen):
@@ -141,7 +151,8 @@ class Thresholds(_Frozen):
     confidence: float
     power: float
     min_effect: float
-    agreement_threshold: float
+    agreement_threshold: float  # the one applied (rl-verdict/2 scales it with the calibrated noise)
+    agreement_configured: float | None = None  # what the caller passed, when it differs
 
 
 class Verdict(_Frozen):
@@ -241,15 +252,134 @@ def _bisect_upper_tail(tail: float, df: float) -> float:
     return 0.5 * (low + high)
 
 
+# ------------------------------------------------------------------------- chi-square (stdlib)
+
+
+def _gamma_series(a: float, x: float) -> float:
+    """P(a, x) by its power series: converges fast for x < a + 1 (Numerical Recipes 6.2)."""
+    term = total = 1.0 / a
+    denominator = a
+    for _ in range(10_000):
+        denominator += 1.0
+        term *= x / denominator
+        total += term
+        if abs(term) < abs(total) * 1e-15:
+            return total * math.exp(-x + a * math.log(x) - math.lgamma(a))
+    raise ArithmeticError(f"gamma series did not converge (a={a}, x={x})")
+
+
+def _gamma_continued_fraction(a: float, x: float) -> float:
+    """Q(a, x) = 1 - P(a, x) by Lentz's continued fraction: for x >= a + 1."""
+    tiny = 1e-300
+    b = x + 1.0 - a
+    c, d = 1.0 / tiny, 1.0 / b
+    result = d
+    for i in range(1, 10_000):
+        an = -i * (i - a)
+        b += 2.0
+        d = an * d + b
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = b + an / c
+        c = c if abs(c) > tiny else tiny
+        result *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            return result * math.exp(-x + a * math.log(x) - math.lgamma(a))
+    raise ArithmeticError(f"gamma continued fraction did not converge (a={a}, x={x})")
+
+
+def chi2_cdf(x: float, df: float) -> float:
+    """P(X <= x) for a chi-square variable with df degrees of freedom."""
+    if x <= 0.0:
+        return 0.0
+    a, half = df / 2.0, x / 2.0
+    if half < a + 1.0:
+        return _gamma_series(a, half)
+    return 1.0 - _gamma_continued_fraction(a, half)
+
+
+@lru_cache(maxsize=1024)
+def chi2_quantile(p: float, df: float) -> float:
+    """The p-quantile of the chi-square distribution (0 < p < 1, df > 0), by bisection on the CDF."""
+    if not 0.0 < p < 1.0 or not df > 0:
+        raise InputError(f"chi-square quantile needs 0 < p < 1 and df > 0, got p={p}, df={df}")
+    low, high = 0.0, max(1.0, df)
+    while chi2_cdf(high, df) < p:
+        low, high = high, high * 2.0
+    for _ in range(200):
+        middle = 0.5 * (low + high)
+        if chi2_cdf(middle, df) < p:
+            low = middle
+        else:
+            high = middle
+        if high - low <= 1e-13 * high:
+            break
+    return 0.5 * (low + high)
+
+
+def sigma_upper_bound(sigma: float, df: int, confidence: float = CALIBRATION_UCB_CONFIDENCE) -> float:
+    """One-sided upper confidence bound on a true sigma estimated as `sigma` with df degrees of freedom.
+
+    ``df * s^2 / sigma^2`` is chi-square(df), so ``sigma <= s * sqrt(df / chi2_{1-confidence}(df))``
+    with the given confidence: x3.95 at df 1, x2.12 at 2, x1.46 at 5 (80%).
+    """
+    if df < 1:
+        raise InputError(f"an upper bound on sigma needs at least 1 degree of freedom, got {df}")
+    return sigma * math.sqrt(df / chi2_quantile(1.0 - confidence, df))
+
+
+def calibrated_sigma_ucb(point: CalibrationPoint, confidence: float = CALIBRATION_UCB_CONFIDENCE) -> float:
+    """The relative sigma a calibration vouches for: the upper bound of its estimate (n - 1 df)."""
+    return sigma_upper_bound(point.sigma_rel, point.n - 1, confidence)
+
+
+# ----------------------------------------------------------------------------------- methods
+
+
+@dataclass(frozen=True)
+class _Rules:
+    """What differs between the methods; everything else is shared."""
+
+    method: str
+    ucb_confidence: float | None  # None: the calibration's point estimate is taken at face value (v1)
+    scaled_gate: bool  # the replicate gate follows the calibrated noise (v2) or stays fixed (v1)
+    power_margin: bool  # v2: the bar need only lie within the effect's 80% bound; v1: |effect| >= bar, > MDE
+
+
+_RULES = {
+    METHOD_V1: _Rules(METHOD_V1, ucb_confidence=None, scaled_gate=False, power_margin=False),
+    METHOD: _Rules(METHOD, ucb_confidence=CALIBRATION_UCB_CONFIDENCE, scaled_gate=True, power_margin=True),
+}
+
+
+def _rules(method: str) -> _Rules:
+    rules = _RULES.get(method)
+    if rules is None:
+        raise InputError(f"unknown verdict method {method!r} (known: {sorted(_RULES)})", hint=f"use {METHOD}")
+    return rules
+
+
 # ------------------------------------------------------------------------------ power arithmetic
 
 
 def _mde_log(
-    sigma_rel: float, n_control: int, n_candidate: int, df: int, alpha: float, power: float
+    sigma_rel: float,
+    n_control: int,
+    n_candidate: int,
+    df: int,
+    alpha: float,
+    power: float,
+    method: str = METHOD,
 ) -> float:
-    """MDE on the log scale: the effect whose t statistic clears the two-sided test with `power`."""
+    """MDE on the log scale: the true effect that this method calls a win with probability `power`.
+
+    A call needs the effect beyond ``t(1 - alpha/2) + t(power)`` standard errors (the noise threshold,
+    shared by both methods). rl-verdict/1 reported that threshold itself as the MDE, so an effect at
+    its MDE was found half the time; rl-verdict/2 adds ``t(power)`` standard errors more, which is
+    what finding it four times in five takes.
+    """
     standard_error = sigma_rel * math.sqrt(1.0 / n_control + 1.0 / n_candidate)
-    return (t_quantile(1.0 - alpha / 2.0, df) + t_quantile(power, df)) * standard_error
+    margins = 2.0 if _rules(method).power_margin else 1.0
+    return (t_quantile(1.0 - alpha / 2.0, df) + margins * t_quantile(power, df)) * standard_error
 
 
 def mde(
@@ -259,10 +389,12 @@ def mde(
     power: float = DEFAULT_POWER,
     *,
     extra_df: int = 0,
+    method: str = METHOD,
 ) -> float:
     """Minimum detectable effect (relative) with n repeats per arm and relative noise sigma_rel.
 
-    ``extra_df`` adds the degrees of freedom of a calibration (its n - 1).
+    ``extra_df`` adds the degrees of freedom of a calibration (its n - 1). Plan with the calibration's
+    upper bound (``calibrated_sigma_ucb``), the sigma a verdict will use.
     """
     df = 2 * n_per_arm - 2 + extra_df
     if n_per_arm < 1 or df < 1:
@@ -270,7 +402,7 @@ def mde(
             f"an MDE needs at least 1 degree of freedom (n_per_arm={n_per_arm}, extra_df={extra_df})",
             hint="use at least 2 repeats per arm or a calibration",
         )
-    return math.expm1(_mde_log(sigma_rel, n_per_arm, n_per_arm, df, alpha, power))
+    return math.expm1(_mde_log(sigma_rel, n_per_arm, n_per_arm, df, alpha, power, method))
 
 
 def repeats_needed(
@@ -281,6 +413,7 @@ def repeats_needed(
     *,
     extra_df: int = 0,
     cap: int = MAX_REPEATS_SUGGESTED,
+    method: str = METHOD,
 ) -> int:
     """Fewest repeats per arm (at least 2) whose MDE is no larger than |effect|; ``cap + 1`` if none."""
     if effect == 0:
@@ -288,12 +421,12 @@ def repeats_needed(
             "repeats_needed: a zero effect can never be detected", hint="pass the bar's min_effect"
         )
     target = abs(effect)
-    if mde(sigma_rel, cap, alpha, power, extra_df=extra_df) > target:
+    if mde(sigma_rel, cap, alpha, power, extra_df=extra_df, method=method) > target:
         return cap + 1
     low, high = 1, cap  # mde(high) <= target; find the smallest such n by bisection (MDE falls with n)
     while high - low > 1:
         middle = (low + high) // 2
-        if mde(sigma_rel, middle, alpha, power, extra_df=extra_df) <= target:
+        if mde(sigma_rel, middle, alpha, power, extra_df=extra_df, method=method) <= target:
             high = middle
         else:
             low = middle
@@ -318,6 +451,11 @@ def relative_spread(samples: Sequence[float]) -> float:
     return (max(samples) - min(samples)) / statistics.fmean(samples)
 
 
+def _stdev(values: Sequence[float]) -> float:
+    # Two-pass in floats: statistics.stdev is exact in fractions and 20x slower, which the simulations feel.
+    return math.sqrt(_sum_of_squares(values) / (len(values) - 1))
+
+
 def _calibration_point(samples: Sequence[float], where: str) -> CalibrationPoint:
     values = _checked_samples(samples, where)
     if len(values) < 2:
@@ -325,13 +463,13 @@ def _calibration_point(samples: Sequence[float], where: str) -> CalibrationPoint
             f"{where}: a calibration needs at least 2 A/A samples, got 1",
             hint=f"calibrate with {DEFAULT_CALIBRATION_REPEATS} repeats of the control",
         )
-    mean, sigma = statistics.fmean(values), statistics.stdev(values)
+    mean, sigma = statistics.fmean(values), _stdev(values)
     return CalibrationPoint(
         n=len(values),
         mean=mean,
         sigma=sigma,
         cv=sigma / mean,
-        sigma_log=statistics.stdev(math.log(value) for value in values),
+        sigma_log=_stdev([math.log(value) for value in values]),
         max_spread=relative_spread(values),
         samples=values,
     )
@@ -355,11 +493,18 @@ def calibrate(
 
 @dataclass(frozen=True)
 class _Estimate:
-    """The effect on the log scale with its CI half-width and MDE, all in log units."""
+    """The effect on the log scale with its CI half-width and MDE, all in log units.
+
+    ``call_log`` is how far from zero the effect must be to be called at all: ``t(1 - alpha/2) +
+    t(power)`` standard errors (v1 reported it as the MDE). ``margin_log`` is ``t(power)`` standard
+    errors: the one-sided 80% reach of the effect (v2's bar rule) and v2's extra MDE margin.
+    """
 
     log_ratio: float
     half_width: float
     mde_log: float
+    call_log: float
+    margin_log: float
 
     @property
     def effect(self) -> float:
@@ -373,6 +518,12 @@ class _Estimate:
     def mde(self) -> float:
         return math.expm1(self.mde_log)
 
+    @property
+    def reach(self) -> float:
+        """|effect| at the one-sided 80% bound away from zero: how large the change may plausibly be."""
+        far = abs(self.log_ratio) + self.margin_log
+        return math.expm1(far) if self.log_ratio >= 0 else -math.expm1(-far)
+
 
 def _sum_of_squares(values: Sequence[float]) -> float:
     center = statistics.fmean(values)
@@ -380,36 +531,87 @@ def _sum_of_squares(values: Sequence[float]) -> float:
 
 
 def _noise(
-    control_logs: list[float], candidate_logs: list[float], calibrated: CalibrationPoint | None
+    control_logs: list[float],
+    candidate_logs: list[float],
+    calibrated: CalibrationPoint | None,
+    ucb_confidence: float | None,
 ) -> Noise | None:
     observed_df = len(control_logs) + len(candidate_logs) - 2
     observed = None
     if observed_df > 0:
         observed = math.sqrt((_sum_of_squares(control_logs) + _sum_of_squares(candidate_logs)) / observed_df)
-    calibrated_sigma = calibrated.sigma_rel if calibrated else None
-    calibration_df = calibrated.n - 1 if calibrated else 0
-    if observed is None and calibrated_sigma is None:
+    if observed is None and calibrated is None:
         return None
-    use_calibration = observed is None or (calibrated_sigma is not None and calibrated_sigma > observed)
-    sigma = calibrated_sigma if use_calibration else observed
+    calibrated_sigma = calibrated.sigma_rel if calibrated else None
+    floor = calibrated_sigma
+    if calibrated is not None and ucb_confidence is not None:
+        floor = calibrated_sigma_ucb(calibrated, ucb_confidence)
+    use_calibration = observed is None or (floor is not None and floor > observed)
+    sigma = floor if use_calibration else observed
     assert sigma is not None  # one of the two exists, checked above
     return Noise(
         sigma_rel=sigma,
         observed_sigma_rel=observed,
         calibrated_sigma_rel=calibrated_sigma,
         source="calibration" if use_calibration else "observed",
-        df=observed_df + calibration_df,
+        df=_degrees_of_freedom(observed_df, calibrated, use_calibration, ucb_confidence),
+        calibrated_sigma_ucb=floor if ucb_confidence is not None else None,
+        ucb_confidence=ucb_confidence if calibrated is not None else None,
     )
 
 
-def _estimate(control_logs: list[float], candidate_logs: list[float], noise: Noise, bar: Bar) -> _Estimate:
+def _degrees_of_freedom(
+    observed_df: int, calibrated: CalibrationPoint | None, use_calibration: bool, ucb_confidence: float | None
+) -> int:
+    """v1: all of them. v2: a calibration lends its degrees of freedom only when its bound set sigma.
+
+    When the experiment is the noisier of the two, its own sigma has only its own degrees of freedom;
+    counting a lucky-tight calibration's as well shrank t exactly when the calibration was wrong.
+    """
+    calibration_df = calibrated.n - 1 if calibrated else 0
+    if ucb_confidence is None or use_calibration:
+        return observed_df + calibration_df
+    return observed_df
+
+
+def _estimate(
+    control_logs: list[float], candidate_logs: list[float], noise: Noise, bar: Bar, rules: _Rules
+) -> _Estimate:
     n_control, n_candidate = len(control_logs), len(candidate_logs)
     standard_error = noise.sigma_rel * math.sqrt(1.0 / n_control + 1.0 / n_candidate)
+    critical = t_quantile(1.0 - bar.alpha / 2.0, noise.df) * standard_error
+    margin = t_quantile(DEFAULT_POWER, noise.df) * standard_error
     return _Estimate(
         log_ratio=statistics.fmean(candidate_logs) - statistics.fmean(control_logs),
-        half_width=t_quantile(1.0 - bar.alpha / 2.0, noise.df) * standard_error,
-        mde_log=_mde_log(noise.sigma_rel, n_control, n_candidate, noise.df, bar.alpha, DEFAULT_POWER),
+        half_width=critical,
+        mde_log=critical + (2.0 if rules.power_margin else 1.0) * margin,
+        call_log=critical + margin,
+        margin_log=margin,
     )
+
+
+def agreement_threshold_for(
+    configured: float,
+    calibrated: CalibrationPoint | None,
+    repeats: int = 2,
+    *,
+    confidence: float = CALIBRATION_UCB_CONFIDENCE,
+) -> float:
+    """The replicate gate's threshold (relative spread within an arm) for the calibrated noise.
+
+    With a calibration: ``exp(2 * z(1 - GATE_MISS / (2 * repeats)) * sigma_ucb) - 1``. For the range of
+    ``repeats`` honest samples to exceed ``2 w`` one of them must stray ``w`` from the true level, so
+    by the union bound honest data fail the gate at most ``GATE_MISS`` (1%) of the time when sigma is
+    within its bound. A threshold the caller chose stays a floor under it; the default (2%) does not,
+    so a tight instrument gets a tighter gate. Without a calibration: ``configured``, as before.
+    """
+    if calibrated is None:
+        return configured
+    z = statistics.NormalDist().inv_cdf(1.0 - GATE_MISS / (2.0 * max(repeats, 2)))
+    scaled = math.expm1(2.0 * z * calibrated_sigma_ucb(calibrated, confidence))
+    if configured == DEFAULT_AGREEMENT_THRESHOLD:
+        return scaled
+    return max(configured, scaled)
 
 
 def _agreement(control: list[float], candidate: list[float], threshold: float) -> Agreement:
@@ -453,15 +655,23 @@ def _interval_text(estimate: _Estimate) -> str:
     return f"effect {_pct(estimate.effect)} [{_pct(low)}, {_pct(high)}]"
 
 
-def _suggested_repeats(estimate: _Estimate, bar: Bar, noise: Noise, n_now: int, extra_df: int) -> int | None:
+def _suggested_repeats(
+    estimate: _Estimate, bar: Bar, noise: Noise, n_now: int, extra_df: int, method: str
+) -> int | None:
     """Repeats per arm that would settle it: first make the MDE beat the bar, then resolve the gap."""
     plan_for = bar.min_effect or abs(estimate.effect)
     if plan_for == 0:
         return None
-    needed = repeats_needed(plan_for, noise.sigma_rel, bar.alpha, DEFAULT_POWER, extra_df=extra_df)
+
+    def needed_for(effect: float) -> int:
+        return repeats_needed(
+            effect, noise.sigma_rel, bar.alpha, DEFAULT_POWER, extra_df=extra_df, method=method
+        )
+
+    needed = needed_for(plan_for)
     gap = abs(abs(estimate.effect) - bar.min_effect)
     if needed <= n_now and gap > 0:  # already powered for the bar: the effect sits near it
-        needed = repeats_needed(gap, noise.sigma_rel, bar.alpha, DEFAULT_POWER, extra_df=extra_df)
+        needed = needed_for(gap)
     return min(max(needed, n_now + 1), MAX_REPEATS_SUGGESTED + 1)
 
 
@@ -469,7 +679,10 @@ def _rerun_text(repeats: int | None) -> str:
     if repeats is None:
         return "rerun with more repeats"
     if repeats > MAX_REPEATS_SUGGESTED:
-        return f"more than {MAX_REPEATS_SUGGESTED} repeats per arm needed: the bar is inside this instrument's noise"
+        return (
+            f"more than {MAX_REPEATS_SUGGESTED} repeats per arm needed: "
+            "the bar is inside this instrument's noise"
+        )
     text = f"rerun with more repeats (about {repeats} per arm needed)"
     if repeats > TIGHTER_INSTRUMENT_HINT_AT:
         text += "; a tighter instrument is cheaper"
@@ -491,14 +704,18 @@ def _outcome_for_side(side: Literal["up", "down"], bar: Bar) -> Outcome:
 
 def _gate_text(agreement: Agreement, calibrated: CalibrationPoint | None) -> str:
     if not agreement.checked:
-        return "one repeat in an arm: replicate agreement cannot be checked; rerun with at least 2 repeats per arm"
+        return (
+            "one repeat in an arm: replicate agreement cannot be checked; "
+            "rerun with at least 2 repeats per arm"
+        )
     worst = agreement.worst_spread or 0.0
     text = (
-        f"replicates disagree ({worst * 100:.1f}% > {agreement.threshold * 100:g}%, "
+        f"replicates disagree ({worst * 100:.1f}% > {agreement.threshold * 100:.3g}%, "
         f"{agreement.worst_arm} arm): no win or regression on this data"
     )
     if calibrated is not None and calibrated.max_spread > agreement.threshold:
-        text += f"; the A/A calibration itself spreads {calibrated.max_spread * 100:.1f}%: use a tighter instrument"
+        spread = calibrated.max_spread * 100
+        text += f"; the A/A calibration itself spreads {spread:.1f}%: use a tighter instrument"
     return text
 
 
@@ -509,12 +726,21 @@ class _Call:
     repeats: int | None = None
 
 
+def _short_of_the_bar(estimate: _Estimate, bar: Bar, rules: _Rules) -> bool:
+    """v1: the point estimate must reach the bar. v2: the bar must lie within the effect's 80% reach,
+    so a true effect at the bar passes four times in five instead of half the time."""
+    if rules.power_margin:
+        return estimate.reach < bar.min_effect
+    return abs(estimate.effect) < bar.min_effect
+
+
 def _classify(
     estimate: _Estimate,
     agreement: Agreement,
     bar: Bar,
     calibrated: CalibrationPoint | None,
     suggest: int | None,
+    rules: _Rules,
 ) -> _Call:
     low, high = estimate.ci
     if -bar.min_effect < low and high < bar.min_effect:
@@ -530,14 +756,14 @@ def _classify(
             suggest,
         )
     outcome = _outcome_for_side(side, bar)
-    if abs(estimate.effect) < bar.min_effect:
+    if _short_of_the_bar(estimate, bar, rules):
         return _Call(
             "inconclusive",
             f"{_interval_text(estimate)} clears zero but not the {_bar_text(bar)} bar, and "
             f"the CI reaches past it: {_rerun_text(suggest)}",
             suggest,
         )
-    if abs(estimate.log_ratio) <= estimate.mde_log:
+    if abs(estimate.log_ratio) <= estimate.call_log:
         return _Call(
             "inconclusive",
             f"{_interval_text(estimate)} looks like a {outcome} but is inside the noise "
@@ -562,23 +788,33 @@ def decide(
     comparable: bool = True,
     incomparable_reason: str | None = None,
     agreement_threshold: float = DEFAULT_AGREEMENT_THRESHOLD,
+    method: str = METHOD,
 ) -> Verdict:
-    """The verdict on one bar from the repeats of each arm at the bar's point (see the module docstring)."""
+    """The verdict on one bar from the repeats of each arm at the bar's point (see the module docstring).
+
+    ``method`` selects the rules (default the current one; ``METHOD_V1`` reproduces rl-verdict/1).
+    """
+    rules = _rules(method)
     control_values = _checked_samples(control, "control")
     candidate_values = _checked_samples(candidate, "candidate")
+    calibrated = _calibrated_point(calibration, bar) if comparable else None
+    gate = agreement_threshold
+    if rules.scaled_gate:
+        repeats = max(len(control_values), len(candidate_values))
+        gate = agreement_threshold_for(_checked_threshold(agreement_threshold), calibrated, repeats)
     common = {
+        "method": rules.method,
         "bar": bar,
-        "thresholds": _thresholds(bar, agreement_threshold),
+        "thresholds": _thresholds(bar, agreement_threshold, gate),
         "n_control": len(control_values),
         "n_candidate": len(candidate_values),
     }
     if not comparable:
         why = incomparable_reason or "control and candidate differ in something not under test"
         return Verdict(outcome="not-comparable", reason=f"not comparable: {why}", **common)
-    calibrated = _calibrated_point(calibration, bar)
     control_logs = [math.log(value) for value in control_values]
     candidate_logs = [math.log(value) for value in candidate_values]
-    noise = _noise(control_logs, candidate_logs, calibrated)
+    noise = _noise(control_logs, candidate_logs, calibrated, rules.ucb_confidence)
     if noise is None:
         return Verdict(
             outcome="inconclusive",
@@ -586,11 +822,13 @@ def decide(
             "run an A/A calibration of the control or rerun with at least 2 repeats per arm",
             **common,
         )
-    estimate = _estimate(control_logs, candidate_logs, noise, bar)
-    agreement = _agreement(control_values, candidate_values, agreement_threshold)
+    estimate = _estimate(control_logs, candidate_logs, noise, bar, rules)
+    agreement = _agreement(control_values, candidate_values, gate)
     n_now = min(len(control_values), len(candidate_values))
-    suggest = _suggested_repeats(estimate, bar, noise, n_now, calibrated.n - 1 if calibrated else 0)
-    call = _classify(estimate, agreement, bar, calibrated, suggest)
+    suggest = _suggested_repeats(
+        estimate, bar, noise, n_now, calibrated.n - 1 if calibrated else 0, rules.method
+    )
+    call = _classify(estimate, agreement, bar, calibrated, suggest, rules)
     return Verdict(
         outcome=call.outcome,
         reason=call.reason,
@@ -607,16 +845,92 @@ def decide(
     )
 
 
-def _thresholds(bar: Bar, agreement_threshold: float) -> Thresholds:
+def _checked_threshold(agreement_threshold: float) -> float:
     if not 0 < agreement_threshold < 1:
         raise InputError(f"agreement threshold must be between 0 and 1 (relative), got {agreement_threshold}")
+    return agreement_threshold
+
+
+def _thresholds(bar: Bar, configured: float, applied: float) -> Thresholds:
+    _checked_threshold(configured)
     return Thresholds(
         alpha=bar.alpha,
         confidence=1.0 - bar.alpha,
         power=DEFAULT_POWER,
         min_effect=bar.min_effect,
-        agreement_threshold=agreement_threshold,
+        agreement_threshold=applied,
+        agreement_configured=configured if applied != configured else None,
     )
+
+
+# ------------------------------------------------------------------------------------ planning
+
+
+@dataclass(frozen=True)
+class PowerPlan:
+    """What one bar can see with the planned repeats, from the matching calibration, before any launch."""
+
+    bar: Bar
+    repeats: int  # planned, per arm
+    sigma_rel: float | None  # the calibration's upper bound: the sigma a verdict will use at least
+    mde: float | None  # at the planned repeats; None without a calibration
+    reachable: bool  # the MDE at the planned repeats is within the bar
+    repeats_needed: int | None  # fewest per arm (<= max_repeats) that bring the MDE within the bar
+    reason: str  # one finished sentence, for `ledger run --plan`
+
+
+def _bar_name(bar: Bar) -> str:
+    return f"{bar.metric}@{bar.point}"
+
+
+def plan_power(
+    calibration_point: CalibrationPoint | None,
+    bar: Bar,
+    repeats: int,
+    *,
+    max_repeats: int = DEFAULT_MAX_PLANNED_REPEATS,
+) -> PowerPlan:
+    """The MDE this bar will have with ``repeats`` per arm, and the repeats that bring it within the bar.
+
+    The MDE is the true effect that a verdict calls a win four times in five (see ``mde``), computed
+    with the calibration's upper bound on sigma and its degrees of freedom, as ``decide`` will.
+    """
+    if repeats < 1 or max_repeats < 2:
+        raise InputError(f"plan_power needs repeats >= 1 and max_repeats >= 2, got {repeats}, {max_repeats}")
+    name, bar_text = _bar_name(bar), _bar_text(bar)
+    if calibration_point is None:
+        return PowerPlan(
+            bar,
+            repeats,
+            None,
+            None,
+            False,
+            None,
+            f"{name}: no calibration, so the MDE is unknown before the run; calibrate the control first",
+        )
+    sigma = calibrated_sigma_ucb(calibration_point, PLANNING_UCB_CONFIDENCE)
+    extra_df = calibration_point.n - 1
+    planned = mde(sigma, repeats, bar.alpha, extra_df=extra_df)
+    needed = repeats_needed(bar.min_effect, sigma, bar.alpha, extra_df=extra_df, cap=max_repeats)
+    found = needed if needed <= max_repeats else None
+    head = f"{name}: MDE {planned * 100:.1f}% with {repeats} repeats"
+    if calibration_point.n < MIN_PLANNING_CALIBRATION:
+        reason = (
+            f"{head} (bar {bar_text}), from a {calibration_point.n}-launch calibration too loose to plan "
+            f"with; recalibrate with {DEFAULT_CALIBRATION_REPEATS} launches of the control"
+        )
+        return PowerPlan(bar, repeats, sigma, planned, False, None, reason)
+    if planned <= bar.min_effect:
+        reason = f"{head} is within the {bar_text} bar"
+    elif found is not None:
+        reason = f"{head} > bar {bar_text}: {found} repeats reach it"
+    else:
+        reason = (
+            f"{head} > bar {bar_text}: even {max_repeats} repeats do not reach it "
+            f"(MDE {mde(sigma, max_repeats, bar.alpha, extra_df=extra_df) * 100:.1f}%); "
+            "use a tighter instrument or a larger bar"
+        )
+    return PowerPlan(bar, repeats, sigma, planned, planned <= bar.min_effect, found, reason)
 
 
 # ---------------------------------------------------------------------------------- simulation
@@ -636,27 +950,47 @@ def simulate_error_rates(
     min_effect_sigmas: float = 1.0,
     calibration_repeats: int = DEFAULT_CALIBRATION_REPEATS,
     agreement_threshold: float = DEFAULT_AGREEMENT_THRESHOLD,
+    method: str = METHOD,
+    planned: bool = False,
+    max_repeats: int = DEFAULT_MAX_PLANNED_REPEATS,
 ) -> dict[float, dict[str, float]]:
     """Fraction of each outcome over simulated experiments, per true effect (in units of sigma_rel).
 
     Each trial draws a fresh A/A calibration of the control (``calibration_repeats`` launches), then
     ``n`` control and ``n`` candidate repeats with log-normal noise ``sigma_rel`` (0.5%: the seed's
     tight instrument, pairs within ~1%); the candidate's true level is ``(1 + k * sigma_rel)`` times
-    the control's. The bar is ``min_effect_sigmas * sigma_rel`` so the rates measure the noise test,
-    not the bar. At k = 0, ``win + regression`` is the false-positive rate; at k > 0, ``win`` is power.
-    Returns ``{k: {outcome: fraction, ..., "gate_failed": fraction}}``.
+    the control's. The bar is ``min_effect_sigmas * sigma_rel``. With ``planned`` each trial runs the
+    repeats ``plan_power`` recommends from that trial's calibration (``max_repeats`` where none reach
+    the bar) instead of ``n``. At k = 0, ``win + regression`` is the false-call rate; at k > 0, ``win``
+    is power and ``regression`` a sign error (the reverse at k < 0). Planned trials whose plan finds no
+    repeats within ``max_repeats`` are not run: the rates are over the trials run, and ``unplanned``
+    is the fraction of all trials the plan turned away.
+    Returns ``{k: {outcome: fraction, ..., "gate_failed": ..., "repeats": mean per arm, "unplanned": ...}}``.
     """
     rng = random.Random(seed)
     bar = Bar(metric="simulated", point=1, direction="higher", min_effect=min_effect_sigmas * sigma_rel)
     rates: dict[float, dict[str, float]] = {}
     for k in effect_sigmas:
-        counts = dict.fromkeys((*OUTCOMES, "gate_failed"), 0)
+        counts = dict.fromkeys((*OUTCOMES, "gate_failed", "repeats", "unplanned"), 0)
         for _ in range(trials):
             calibration = calibrate({1: _draw(rng, 100.0, sigma_rel, calibration_repeats)})
-            control = _draw(rng, 100.0, sigma_rel, n)
-            candidate = _draw(rng, 100.0 * (1.0 + k * sigma_rel), sigma_rel, n)
-            verdict = decide(control, candidate, bar, calibration, agreement_threshold=agreement_threshold)
+            repeats = _planned_repeats(calibration.points["1"], bar, max_repeats) if planned else n
+            if repeats is None:  # the plan said "unreachable" before any launch: nothing is run
+                counts["unplanned"] += 1
+                continue
+            control = _draw(rng, 100.0, sigma_rel, repeats)
+            candidate = _draw(rng, 100.0 * (1.0 + k * sigma_rel), sigma_rel, repeats)
+            verdict = decide(
+                control, candidate, bar, calibration, agreement_threshold=agreement_threshold, method=method
+            )
             counts[verdict.outcome] += 1
             counts["gate_failed"] += verdict.agreement is not None and not verdict.agreement.passed
-        rates[float(k)] = {key: count / trials for key, count in counts.items()}
+            counts["repeats"] += repeats
+        run = trials - counts["unplanned"]
+        rates[float(k)] = {key: count / max(run, 1) for key, count in counts.items() if key != "unplanned"}
+        rates[float(k)]["unplanned"] = counts["unplanned"] / trials
     return rates
+
+
+def _planned_repeats(point: CalibrationPoint, bar: Bar, max_repeats: int) -> int | None:
+    return plan_power(point, bar, 2, max_repeats=max_repeats).repeats_needed

@@ -1,13 +1,14 @@
-"""Verdicts: the t quantile, the power arithmetic, each outcome, the seed's replay story, and simulated error rates.
+"""Verdicts: the t and chi-square quantiles, the power arithmetic, each outcome, the seed's replay story,
+the calibrated gate, the power planner, and simulated error rates.
 
-Deterministic throughout: fixed samples, or a seeded ``random.Random`` inside ``simulate_error_rates``.
+Deterministic throughout: fixed samples, or a seeded ``random.Random``.
 """
 
 from __future__ import annotations
 
 import math
+import random
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -16,16 +17,21 @@ from recipe_ledger.errors import InputError
 from recipe_ledger.verdict import (
     DEFAULT_AGREEMENT_THRESHOLD,
     DEFAULT_ALPHA,
-    DEFAULT_REPEATS,
     METHOD,
+    METHOD_V1,
     Bar,
     Calibration,
     Verdict,
+    agreement_threshold_for,
     calibrate,
+    calibrated_sigma_ucb,
+    chi2_quantile,
     decide,
     mde,
+    plan_power,
     regularized_incomplete_beta,
     repeats_needed,
+    sigma_upper_bound,
     simulate_error_rates,
     t_quantile,
 )
@@ -270,7 +276,7 @@ def test_decide_refuses_empty_or_impossible_samples(control: list[float], candid
 
 def test_verdict_records_method_thresholds_and_round_trips() -> None:
     verdict = decide([100.0, 100.5, 100.2], [106.0, 106.4, 105.8], TPS_AT_8, None)
-    assert verdict.schema_version == 1 and verdict.method == "rl-verdict/1"
+    assert verdict.schema_version == 1 and verdict.method == METHOD == "rl-verdict/2"
     assert verdict.thresholds.alpha == 0.05 and verdict.thresholds.confidence == 0.95
     assert verdict.thresholds.min_effect == 0.03 and verdict.thresholds.power == 0.8
     assert Verdict.model_validate_json(verdict.model_dump_json()) == verdict
@@ -297,7 +303,7 @@ def test_the_replay_with_its_own_calibration_is_not_a_win_even_without_the_gate(
     verdict = decide(REPLAY_RERUNS, [100.0, 130.0, 136.0], TPS_AT_8, calibration, agreement_threshold=0.99)
     assert verdict.outcome == "inconclusive"
     assert verdict.mde is not None and verdict.mde > 0.3  # the instrument cannot see a 9% change
-    assert "a tighter instrument" in verdict.reason
+    assert "instrument" in verdict.reason  # "a tighter instrument" or "inside this instrument's noise"
 
 
 def test_the_overnight_single_run_win_is_not_a_win() -> None:
@@ -318,23 +324,155 @@ def test_the_tight_sweep_sees_a_twelve_percent_gain() -> None:
 # --------------------------------------------------------------------------------- simulation
 
 
-def test_simulated_error_rates_at_the_default_repeats() -> None:
-    started = time.perf_counter()
-    rates = simulate_error_rates([0.0, 3.0], n=DEFAULT_REPEATS, trials=1000, seed=20260916)
-    elapsed = time.perf_counter() - started
-    false_positive = rates[0.0]["win"] + rates[0.0]["regression"]
-    power = rates[3.0]["win"]
-    print(
-        f"\nn={DEFAULT_REPEATS}: false positives {false_positive:.1%} at 0 sigma, power {power:.1%} at 3 sigma "
-        f"({elapsed:.2f} s)"
+def _lucky_tight_experiments(method: str, repeats: int, trials: int) -> dict[str, int]:
+    """The issue's case: 12% true noise, a 3-launch A/A that agreed within 2%, a true +8%, a 5% bar."""
+    calibration = calibrate({1: [100.0, 101.0, 99.2]})
+    bar = Bar(metric="m", point=1, direction="higher", min_effect=0.05)
+    rng = random.Random(20261201)
+    counts = {"regression": 0, "win": 0}
+    for _ in range(trials):
+        control = [100.0 * math.exp(rng.gauss(0.0, 0.12)) for _ in range(repeats)]
+        candidate = [108.0 * math.exp(rng.gauss(0.0, 0.12)) for _ in range(repeats)]
+        outcome = decide(control, candidate, bar, calibration, agreement_threshold=0.2, method=method).outcome
+        counts[outcome] = counts.get(outcome, 0) + 1
+    return counts
+
+
+def test_a_lucky_tight_calibration_no_longer_calls_a_true_gain_a_confident_regression() -> None:
+    # 2 repeats, 3000 trials of this seed: rl-verdict/1 called 30 (1.0%) a regression, rl-verdict/2 16.
+    # The rest is the experiment's own 2-df t test: the calibration no longer narrows it (docs/verdicts.md).
+    old = _lucky_tight_experiments(METHOD_V1, 2, 3000)
+    new = _lucky_tight_experiments(METHOD, 2, 3000)
+    assert new["regression"] * 3 <= old["regression"] * 2
+    assert new["regression"] < 0.01 * 3000
+
+
+def test_the_calibration_enters_at_its_upper_bound() -> None:
+    tight = calibrate({8: [100.0, 100.5, 99.6]})  # sigma ~0.45%, 2 degrees of freedom
+    point = tight.points["8"]
+    verdict = decide([100.0, 100.1], [104.0, 104.1], TPS_AT_8, tight)
+    old = decide([100.0, 100.1], [104.0, 104.1], TPS_AT_8, tight, method=METHOD_V1)
+    assert verdict.noise is not None and old.noise is not None
+    assert verdict.noise.sigma_rel == pytest.approx(calibrated_sigma_ucb(point))
+    assert verdict.noise.sigma_rel > old.noise.sigma_rel == pytest.approx(point.sigma_rel)
+    assert verdict.ci_low is not None and old.ci_low is not None and verdict.ci_low < old.ci_low
+
+
+@pytest.mark.parametrize(
+    ("p", "df", "expected"),
+    [
+        (0.2, 1, 0.0642),
+        (0.2, 2, 0.4463),
+        (0.2, 5, 2.3425),
+        (0.1, 2, 0.2107),
+        (0.95, 10, 18.307),
+        (0.99, 1, 6.6349),
+    ],
+)
+def test_chi2_quantile_matches_printed_tables(p: float, df: int, expected: float) -> None:
+    assert chi2_quantile(p, df) == pytest.approx(expected, abs=2e-4)
+
+
+def test_sigma_upper_bound_widens_more_for_fewer_launches() -> None:
+    factors = [sigma_upper_bound(1.0, df) for df in (1, 2, 5, 30)]
+    assert factors == sorted(factors, reverse=True) and factors[-1] > 1.0
+    assert factors[0] == pytest.approx(math.sqrt(1 / chi2_quantile(0.2, 1)))
+    with pytest.raises(InputError):
+        sigma_upper_bound(1.0, 0)
+
+
+def test_the_gate_scales_with_the_calibrated_noise() -> None:
+    tight = calibrate({1: [100.0, 100.2, 99.9, 100.1, 99.95, 100.05]}).points["1"]  # sigma ~0.1%
+    loose = calibrate({1: [100.0, 108.0, 93.0, 104.0, 96.0, 101.0]}).points["1"]
+    assert agreement_threshold_for(0.02, tight) < 0.02 < agreement_threshold_for(0.02, loose)
+    assert agreement_threshold_for(0.02, loose, 6) > agreement_threshold_for(0.02, loose, 2)  # wider range
+    assert agreement_threshold_for(0.20, tight) == 0.20  # a chosen threshold stays a floor
+    assert agreement_threshold_for(0.20, None) == 0.20 and agreement_threshold_for(0.02, None) == 0.02
+
+
+def test_a_one_percent_instrument_no_longer_fails_a_fixed_two_percent_gate() -> None:
+    def rates(method: str) -> dict[str, float]:
+        return simulate_error_rates([5.0], n=2, trials=400, seed=3, sigma_rel=0.01, method=method)[5.0]
+
+    old, new = rates(METHOD_V1), rates(METHOD)
+    assert old["gate_failed"] > 0.15 and new["gate_failed"] < 0.03  # measured: ~28% and ~0%
+
+
+def test_false_calls_and_sign_errors_stay_under_their_targets() -> None:
+    rates = simulate_error_rates(
+        [0.0, 1.5, -1.5, 3.0],
+        n=3,
+        trials=1000,
+        seed=11,
+        sigma_rel=0.05,
+        min_effect_sigmas=3.0,
+        calibration_repeats=3,
+        agreement_threshold=0.2,
     )
-    assert false_positive < 0.05
-    # With a 6-run calibration and 3 repeats the MDE is 2.6 sigma, so 3 sigma sits just above it: the
-    # ideal (known-sigma) power there is ~70%; the conservative max-of-two noise estimate and the gate
-    # bring it to ~52% (1000 trials: +-1.6%). 40% fails the test if the default ever drops to 2 (~34%).
-    assert power > 0.40
-    assert rates[3.0]["regression"] == 0.0
-    assert elapsed < 2.0
+    assert rates[0.0]["win"] + rates[0.0]["regression"] <= 0.05
+    sign_errors = rates[1.5]["regression"] + rates[-1.5]["win"] + rates[3.0]["regression"]
+    assert sign_errors * 1000 <= 1  # at most one in 3000 trials
+
+
+def test_the_recommended_repeats_find_a_true_effect_at_the_bar_four_times_in_five() -> None:
+    rates = simulate_error_rates(
+        [3.0],
+        trials=400,
+        seed=5,
+        sigma_rel=0.05,
+        min_effect_sigmas=3.0,
+        calibration_repeats=6,
+        agreement_threshold=0.2,
+        planned=True,
+    )[3.0]
+    assert rates["win"] >= 0.75  # measured 85% over 1000 calibrations; 400 trials: +-2%
+    assert rates["repeats"] > 3 and rates["unplanned"] < 0.3
+
+
+def test_an_unknown_method_is_refused() -> None:
+    with pytest.raises(InputError, match="rl-verdict/9"):
+        decide([100.0, 100.1], [104.0, 104.1], TPS_AT_8, None, method="rl-verdict/9")
+
+
+# ------------------------------------------------------------------------------------ planning
+
+BAR_10 = Bar(metric="output_tps_total", point=4, direction="higher", min_effect=0.10)
+
+
+def _calibration_point(samples: list[float]):
+    return calibrate({4: samples}).points["4"]
+
+
+def test_plan_power_gives_the_repeats_that_bring_the_mde_within_the_bar() -> None:
+    point = _calibration_point([100.0, 103.0, 98.0, 101.5, 97.5, 100.5])  # sigma ~2.2%
+    plan = plan_power(point, BAR_10, 2)
+    assert not plan.reachable and plan.mde is not None and plan.mde > 0.10
+    assert plan.repeats_needed is not None and plan.repeats_needed > 2
+    sigma, df = plan.sigma_rel, point.n - 1
+    assert sigma is not None
+    assert (
+        mde(sigma, plan.repeats_needed, extra_df=df)
+        <= 0.10
+        < mde(sigma, plan.repeats_needed - 1, extra_df=df)
+    )
+    assert plan.reason == (
+        f"output_tps_total@4: MDE {plan.mde * 100:.1f}% with 2 repeats > bar 10%: "
+        f"{plan.repeats_needed} repeats reach it"
+    )
+    assert plan_power(point, BAR_10, plan.repeats_needed).reachable
+
+
+def test_plan_power_says_when_no_repeats_reach_the_bar() -> None:
+    plan = plan_power(_calibration_point([100.0, 112.0, 88.0, 105.0, 93.0, 110.0]), BAR_10, 3)
+    assert not plan.reachable and plan.repeats_needed is None
+    assert "even 20 repeats do not reach it" in plan.reason and "tighter instrument" in plan.reason
+
+
+def test_plan_power_refuses_to_plan_from_a_loose_calibration_or_none() -> None:
+    few = plan_power(_calibration_point([100.0, 100.5, 99.6]), BAR_10, 3)
+    assert few.repeats_needed is None and not few.reachable and "recalibrate" in few.reason
+    none = plan_power(None, BAR_10, 3)
+    assert none.mde is None and none.repeats_needed is None and "calibrate" in none.reason
 
 
 def test_simulation_is_deterministic_for_a_seed() -> None:
