@@ -17,6 +17,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from recipe_ledger.errors import ResolutionError
@@ -128,31 +129,34 @@ def js_floor_div(a: float, b: float) -> float | int:
 
 @dataclass(frozen=True)
 class Hardware:
-    """One taxonomy hardware profile plus the keys recipes use to address it."""
+    """One taxonomy hardware profile plus the keys recipes use to address it.
+
+    Frozen, so each derived key is computed once (cached_property) however often resolution asks.
+    """
 
     id: str | None
     profile: dict
 
-    @property
+    @cached_property
     def generation(self) -> Any:
         # Consumer cards may list several generations; lookups use the first.
         gen = first_truthy(self.profile.get("generation"), self.profile.get("gpu_generation"))
         return gen[0] if isinstance(gen, list) else gen
 
-    @property
+    @cached_property
     def brand(self) -> Any:
         return self.profile.get("brand")
 
-    @property
+    @cached_property
     def is_nvidia(self) -> bool:
         return self.brand == "NVIDIA"
 
-    @property
+    @cached_property
     def gpu_count(self) -> Any:
         count = self.profile.get("gpu_count")
         return count if is_number(count) else 1
 
-    @property
+    @cached_property
     def is_cpu(self) -> bool:
         return self.profile.get("generation") == "cpu"
 
@@ -267,9 +271,13 @@ def resolve_mode_key(
 # The selection being resolved.
 
 
-@dataclass
+@dataclass(frozen=True)
 class Selection:
-    """Everything resolveCommand reads, with the lookups it derives from them done once."""
+    """Everything resolveCommand reads, with the lookups it derives from them done once.
+
+    Frozen: the derived values below are cached on first use (one resolution reads `variant`
+    a dozen times), which is only sound because the inputs cannot change underneath them.
+    """
 
     recipe: dict
     variant_key: str
@@ -283,35 +291,40 @@ class Selection:
     advanced_args: list[Any] = field(default_factory=list)
     feature_modes: dict = field(default_factory=dict)
 
-    @property
+    @cached_property
     def variant(self) -> dict:
         variants = self.recipe.get("variants")
         return obj(first_truthy(get(variants, self.variant_key), get(variants, "default"), {}))
 
-    @property
+    @cached_property
     def strategy(self) -> dict:
         return obj(first_truthy(get(self.strategies, self.strategy_name), {}))
 
-    @property
+    @cached_property
     def deploy_type(self) -> Any:
         return first_truthy(self.strategy.get("deploy_type"), "single_node")
 
-    @property
+    @cached_property
     def is_pd(self) -> bool:
         return self.strategy.get("deploy_type") == "pd_cluster"
 
-    @property
+    @cached_property
     def strategy_override(self) -> Any:
         """recipe.strategy_overrides[<strategy>] (None when absent)."""
         return get(self.recipe, "strategy_overrides", self.strategy_name)
 
-    @property
+    @cached_property
     def model_id(self) -> Any:
         return first_truthy(self.variant.get("model_id"), get(self.recipe, "model", "model_id"), "unknown")
 
-    @property
+    @cached_property
     def total_gpus(self) -> Any:
         return self.hw.gpu_count * max(1, self.node_count)
+
+    @cached_property
+    def enabled_features(self) -> tuple[tuple[str, dict, dict | None], ...]:
+        """See active_features."""
+        return tuple(_find_active_features(self))
 
 
 def single_node_tp(sel: Selection) -> Any:
@@ -584,16 +597,19 @@ def parallelism_args(sel: Selection, role: str | None, node_role: str | None, no
     return [parallel_flag, shell.js_str(single_node_tp(sel))]
 
 
-def _strategy_layers(sel: Selection, role: str | None, node_role: str | None, node_rank: int) -> list[Layer]:
-    """Step 3: the strategy YAML's args, then its sizing flags, grouped together."""
+def _strategy_args_layers(sel: Selection, role: str | None) -> list[Layer]:
+    """Step 3a: the strategy YAML's own args (per role under PD)."""
     if not sel.is_pd:
-        layers = _layer("strategy.vllm_args", sel.strategy.get("vllm_args"))
-    elif role:
-        layers = _layer(f"strategy.{role}.vllm_args", get(sel.strategy, role, "vllm_args"))
-    else:
-        layers = []
+        return _layer("strategy.vllm_args", sel.strategy.get("vllm_args"))
+    if role:
+        return _layer(f"strategy.{role}.vllm_args", get(sel.strategy, role, "vllm_args"))
+    return []
+
+
+def _sizing_layers(sel: Selection, role: str | None, node_role: str | None, node_rank: int) -> list[Layer]:
+    """Step 3b: the strategy's sizing flags, the only layer that differs between node ranks."""
     sizing = parallelism_args(sel, role, node_role, node_rank)
-    return layers + ([Layer("strategy.parallelism", tuple(sizing))] if sizing else [])
+    return [Layer("strategy.parallelism", tuple(sizing))] if sizing else []
 
 
 def _strategy_override_layers(sel: Selection, role: str | None) -> list[Layer]:
@@ -647,10 +663,15 @@ def _gen_key(container: Any, hw: Hardware) -> str:
     return str(hw.generation) if truthy(get(overrides, hw.generation)) else "nvidia"
 
 
-def active_features(sel: Selection) -> Iterable[tuple[str, dict, dict | None]]:
+def active_features(sel: Selection) -> tuple[tuple[str, dict, dict | None], ...]:
     """(name, feature, active mode) for each enabled feature the recipe has and the strategy
     allows, in the order the caller listed them. The mode is None for plain features; a modal
-    feature with no mode available on this variant/hardware contributes nothing and is skipped."""
+    feature with no mode available on this variant/hardware contributes nothing and is skipped.
+    (Computed once per selection: the args, the env and every node rank read the same list.)"""
+    return sel.enabled_features
+
+
+def _find_active_features(sel: Selection) -> Iterable[tuple[str, dict, dict | None]]:
     for name in sel.features or []:
         feature = get(sel.recipe, "features", name)
         if not truthy(feature) or not isinstance(feature, dict):
@@ -686,6 +707,26 @@ def _feature_layers(sel: Selection) -> list[Layer]:
     return layers
 
 
+def _layers_before_sizing(sel: Selection, role: str | None) -> list[Layer]:
+    """Steps 1-3a of build_layers."""
+    variant_name = f"variants.{sel.variant_key}"
+    layers = _layer("model.base_args", get(sel.recipe, "model", "base_args"))
+    layers += _layer(f"{variant_name}.extra_args", sel.variant.get("extra_args"))
+    layers += _layer(
+        f"{variant_name}.hardware_overrides.{sel.hw.id}.extra_args",
+        get(sel.variant, "hardware_overrides", sel.hw.id, "extra_args"),
+    )
+    return layers + _strategy_args_layers(sel, role)
+
+
+def _layers_after_sizing(sel: Selection, role: str | None) -> list[Layer]:
+    """Steps 4-7 of build_layers."""
+    layers = _strategy_override_layers(sel, role)
+    layers += _hardware_layers(sel, role)
+    layers += _layer("advanced", sel.advanced_args)
+    return layers + _feature_layers(sel)
+
+
 def build_layers(
     sel: Selection, role: str | None = None, node_role: str | None = None, node_rank: int = 1
 ) -> list[Layer]:
@@ -700,19 +741,13 @@ def build_layers(
        exact-GPU strategy/role blocks add on top)
     6. advanced args (user-picked)
     7. features, in the order given
+
+    Only step 3's sizing flags depend on the node rank (see render_ranks). The steps are
+    evaluated in merge order, so a malformed recipe fails with the same error as the reference.
     """
-    variant_name = f"variants.{sel.variant_key}"
-    layers = _layer("model.base_args", get(sel.recipe, "model", "base_args"))
-    layers += _layer(f"{variant_name}.extra_args", sel.variant.get("extra_args"))
-    layers += _layer(
-        f"{variant_name}.hardware_overrides.{sel.hw.id}.extra_args",
-        get(sel.variant, "hardware_overrides", sel.hw.id, "extra_args"),
-    )
-    layers += _strategy_layers(sel, role, node_role, node_rank)
-    layers += _strategy_override_layers(sel, role)
-    layers += _hardware_layers(sel, role)
-    layers += _layer("advanced", sel.advanced_args)
-    return layers + _feature_layers(sel)
+    before = _layers_before_sizing(sel, role)
+    sizing = _sizing_layers(sel, role, node_role, node_rank)
+    return before + sizing + _layers_after_sizing(sel, role)
 
 
 def flatten(layers: list[Layer]) -> list[Any]:
@@ -850,8 +885,28 @@ class Rendered:
 def render(
     sel: Selection, role: str | None = None, node_role: str | None = None, node_rank: int = 1
 ) -> Rendered:
-    args = flatten(build_layers(sel, role, node_role, node_rank))
-    return Rendered(shell.format_command(sel.model_id, args), shell.format_argv(sel.model_id, args))
+    return _render_args(sel, flatten(build_layers(sel, role, node_role, node_rank)))
+
+
+def _render_args(sel: Selection, args: list[Any]) -> Rendered:
+    return Rendered(*shell.render_serve(sel.model_id, args))
+
+
+def render_ranks(sel: Selection, ranks: list[int]) -> tuple[Rendered, list[Rendered]]:
+    """(head, one Rendered per follower rank) of a multi-node selection.
+
+    Same as render(sel, None, "head") and render(sel, None, "worker", rank) for each rank, but
+    the rank-independent layers are built once and only the sizing flags are rebuilt per rank.
+    """
+    before = flatten(_layers_before_sizing(sel, None))
+    head_sizing = flatten(_sizing_layers(sel, None, "head", 1))
+    after = flatten(_layers_after_sizing(sel, None))
+    head = _render_args(sel, before + head_sizing + after)
+    workers = [
+        _render_args(sel, before + flatten(_sizing_layers(sel, None, "worker", rank)) + after)
+        for rank in ranks
+    ]
+    return head, workers
 
 
 def follower_ranks(nodes: Any) -> list[int]:
@@ -921,8 +976,7 @@ def _multi_node_result(sel: Selection, meta: shell.DockerMeta) -> dict:
     The API also has singular worker_* keys equal to element 0 of the plural lists; the compat
     format omits them, and so do we.
     """
-    head = render(sel, None, "head")
-    workers = [render(sel, None, "worker", r) for r in follower_ranks(sel.node_count)]
+    head, workers = render_ranks(sel, follower_ranks(sel.node_count))
     env = build_env(sel)
     head_docker = shell.dockerize(head.command, head.argv, env, meta)
     worker_dockers = [shell.dockerize(w.command, w.argv, env, meta) for w in workers]

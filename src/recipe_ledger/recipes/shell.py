@@ -73,12 +73,13 @@ def drop_falsy(args: list[Any]) -> list[Any]:
 
 
 def _js_truthy_scalar(value: Any) -> bool:
+    # Strings are nearly every token, so they are tested first.
+    if value.__class__ is str:
+        return value != ""
     if value is None or value is False:
         return False
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value != 0 and not (isinstance(value, float) and math.isnan(value))
-    if isinstance(value, str):
-        return value != ""
     return True
 
 
@@ -109,22 +110,30 @@ def dedupe_args(args: list[Any]) -> list[Any]:
     """Last-wins dedupe by flag name: a later layer's `--flag v2` removes an earlier `--flag v1`.
 
     The surviving occurrence keeps its own (later) position; positionals always survive.
+    Same units as split_units, walked backwards in one pass: since a flag is never a value, a
+    non-flag token is the value of the token before it exactly when that token is a flag.
     """
-    units = split_units(args)
+    flags = [is_flag(a) for a in args]
     seen: set[Any] = set()
-    keep = [False] * len(units)
-    for i in range(len(units) - 1, -1, -1):
-        unit = units[i]
-        if unit[0] == "pos":
-            keep[i] = True
-        elif unit[1] not in seen:
-            seen.add(unit[1])
-            keep[i] = True
-    out: list[Any] = []
-    for unit, kept in zip(units, keep, strict=False):
-        if kept:
-            out.extend(unit[1:])
-    return out
+    kept_reversed: list[Any] = []
+    i = len(args) - 1
+    while i >= 0:
+        token = args[i]
+        if flags[i]:  # a flag with no value (a flag followed by a value is met at its value)
+            if token not in seen:
+                seen.add(token)
+                kept_reversed.append(token)
+        elif i > 0 and flags[i - 1]:
+            flag = args[i - 1]
+            if flag not in seen:
+                seen.add(flag)
+                kept_reversed += (token, flag)
+            i -= 1
+        else:
+            kept_reversed.append(token)
+        i -= 1
+    kept_reversed.reverse()
+    return kept_reversed
 
 
 def shell_quote(value: Any) -> Any:
@@ -153,14 +162,16 @@ def _require_str(token: Any, name: str) -> str:
 
 def command_lines(args: list[Any]) -> list[str]:
     """Deduped args as display lines: each flag on its own line, with its value beside it."""
-    filtered = dedupe_args(drop_falsy(args))
+    return _display_lines(dedupe_args(drop_falsy(args)))
+
+
+def _display_lines(kept: list[Any]) -> list[str]:
     lines: list[str] = []
-    i = 0
-    while i < len(filtered):
-        cur = _require_str(filtered[i], "cur")
-        has_next = i + 1 < len(filtered)
-        if cur.startswith("-") and has_next and not _require_str(filtered[i + 1], "next").startswith("-"):
-            lines.append(f"{cur} {js_str(shell_quote(filtered[i + 1]))}")
+    i, count = 0, len(kept)
+    while i < count:
+        cur = _require_str(kept[i], "cur")
+        if cur.startswith("-") and i + 1 < count and not _require_str(kept[i + 1], "next").startswith("-"):
+            lines.append(f"{cur} {js_str(shell_quote(kept[i + 1]))}")
             i += 2
             continue
         lines.append(cur)
@@ -168,16 +179,25 @@ def command_lines(args: list[Any]) -> list[str]:
     return lines
 
 
-def format_command(model_id: Any, args: list[Any], binary: str = "vllm serve") -> str:
-    """`vllm serve MODEL \\` followed by one indented line per flag."""
-    lines = command_lines(args)
+def _command_text(model_id: Any, lines: list[str], binary: str) -> str:
     head = f"{binary} {js_str(model_id)}"
     return head if not lines else head + LINE_JOIN + LINE_JOIN.join(lines)
+
+
+def format_command(model_id: Any, args: list[Any], binary: str = "vllm serve") -> str:
+    """`vllm serve MODEL \\` followed by one indented line per flag."""
+    return _command_text(model_id, command_lines(args), binary)
 
 
 def format_argv(model_id: Any, args: list[Any]) -> list[Any]:
     """The same deduped args as a flat argv (no quoting) for spawning without a shell."""
     return ["vllm", "serve", model_id, *dedupe_args(drop_falsy(args))]
+
+
+def render_serve(model_id: Any, args: list[Any]) -> tuple[str, list[Any]]:
+    """(format_command, format_argv) of the same args, filtered and deduped once for both."""
+    kept = dedupe_args(drop_falsy(args))
+    return _command_text(model_id, _display_lines(kept), "vllm serve"), ["vllm", "serve", model_id, *kept]
 
 
 # ---------------------------------------------------------------------------
