@@ -17,8 +17,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from recipe_ledger.errors import ResolutionError
 from recipe_ledger.recipes import shell
@@ -50,14 +49,18 @@ OMNI_TASK_IDS = ("t2i", "i2i", "t2v", "i2v", "ti2v", "t2a")
 
 def truthy(value: Any) -> bool:
     """JS truthiness: {} and [] are true; None, False, 0, NaN and "" are false."""
+    # The exact-type checks first: this runs ~50 times per resolution, nearly always on these.
+    kind = value.__class__
+    if kind is dict or kind is list:
+        return True
+    if kind is str:
+        return value != ""
     if value is None or value is False:
         return False
-    if isinstance(value, bool):
+    if kind is bool:
         return True
     if isinstance(value, (int, float)):
         return value != 0 and not (isinstance(value, float) and math.isnan(value))
-    if isinstance(value, str):
-        return value != ""
     return True
 
 
@@ -123,6 +126,26 @@ def js_floor_div(a: float, b: float) -> float | int:
     return math.floor(value) if math.isfinite(value) else value
 
 
+class cached_once:  # noqa: N801 - used as a decorator, like the functools original
+    """functools.cached_property without its lock: on Python 3.11 every first read takes an
+    RLock, which costs more than most of the values cached here. Fine for objects that one
+    thread builds and reads (a Selection lives for one resolution)."""
+
+    def __init__(self, compute: Any):
+        self.compute = compute
+        self.__doc__ = compute.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        # Stored in the instance dict, which shadows this (non-data) descriptor from now on.
+        value = instance.__dict__[self.name] = self.compute(instance)
+        return value
+
+
 # ---------------------------------------------------------------------------
 # Hardware.
 
@@ -131,32 +154,32 @@ def js_floor_div(a: float, b: float) -> float | int:
 class Hardware:
     """One taxonomy hardware profile plus the keys recipes use to address it.
 
-    Frozen, so each derived key is computed once (cached_property) however often resolution asks.
+    Frozen, so each derived key is computed once (cached_once) however often resolution asks.
     """
 
     id: str | None
     profile: dict
 
-    @cached_property
+    @cached_once
     def generation(self) -> Any:
         # Consumer cards may list several generations; lookups use the first.
         gen = first_truthy(self.profile.get("generation"), self.profile.get("gpu_generation"))
         return gen[0] if isinstance(gen, list) else gen
 
-    @cached_property
+    @cached_once
     def brand(self) -> Any:
         return self.profile.get("brand")
 
-    @cached_property
+    @cached_once
     def is_nvidia(self) -> bool:
         return self.brand == "NVIDIA"
 
-    @cached_property
+    @cached_once
     def gpu_count(self) -> Any:
         count = self.profile.get("gpu_count")
         return count if is_number(count) else 1
 
-    @cached_property
+    @cached_once
     def is_cpu(self) -> bool:
         return self.profile.get("generation") == "cpu"
 
@@ -291,37 +314,50 @@ class Selection:
     advanced_args: list[Any] = field(default_factory=list)
     feature_modes: dict = field(default_factory=dict)
 
-    @cached_property
+    @cached_once
     def variant(self) -> dict:
         variants = self.recipe.get("variants")
         return obj(first_truthy(get(variants, self.variant_key), get(variants, "default"), {}))
 
-    @cached_property
+    @cached_once
     def strategy(self) -> dict:
         return obj(first_truthy(get(self.strategies, self.strategy_name), {}))
 
-    @cached_property
+    @cached_once
     def deploy_type(self) -> Any:
         return first_truthy(self.strategy.get("deploy_type"), "single_node")
 
-    @cached_property
+    @cached_once
     def is_pd(self) -> bool:
         return self.strategy.get("deploy_type") == "pd_cluster"
 
-    @cached_property
+    @cached_once
     def strategy_override(self) -> Any:
         """recipe.strategy_overrides[<strategy>] (None when absent)."""
         return get(self.recipe, "strategy_overrides", self.strategy_name)
 
-    @cached_property
+    @cached_once
     def model_id(self) -> Any:
         return first_truthy(self.variant.get("model_id"), get(self.recipe, "model", "model_id"), "unknown")
 
-    @cached_property
+    @cached_once
     def total_gpus(self) -> Any:
         return self.hw.gpu_count * max(1, self.node_count)
 
-    @cached_property
+    @cached_once
+    def strategy_generation_block(self) -> Any:
+        """generation_block of strategy_overrides.<s>.hardware_overrides (it replaces the two below)."""
+        return generation_block(get(self.strategy_override, "hardware_overrides"), self.hw)
+
+    @cached_once
+    def recipe_generation_block(self) -> Any:
+        return generation_block(self.recipe.get("hardware_overrides"), self.hw)
+
+    @cached_once
+    def variant_generation_block(self) -> Any:
+        return generation_block(self.variant.get("hardware_overrides"), self.hw)
+
+    @cached_once
     def enabled_features(self) -> tuple[tuple[str, dict, dict | None], ...]:
         """See active_features."""
         return tuple(_find_active_features(self))
@@ -417,9 +453,11 @@ def pd_role_meta(sel: Selection, role: str) -> dict:
 # Argument layers.
 
 
-@dataclass(frozen=True)
-class Layer:
-    """One source of arguments, in merge order. `name` says where in the recipe it came from."""
+class Layer(NamedTuple):
+    """One source of arguments, in merge order. `name` says where in the recipe it came from.
+
+    (A NamedTuple rather than a frozen dataclass: a resolution builds a dozen, and a frozen
+    dataclass's __init__ costs several times a tuple's.)"""
 
     name: str
     args: tuple[Any, ...]
@@ -443,7 +481,7 @@ def _multi_dep_args(sel: Selection, node_role: str | None, rank: int) -> list[An
     the recipe's own `--data-parallel-size-local` (from the strategy override layers) if any.
     """
     so = sel.strategy_override
-    gen_ho = generation_block(get(so, "hardware_overrides"), sel.hw)
+    gen_ho = sel.strategy_generation_block
     exact_ho = get(so, "hardware_overrides", sel.hw.id)
     declared = [
         *(get(so, "vllm_args") or []),
@@ -633,14 +671,13 @@ def _hardware_layers(sel: Selection, role: str | None) -> list[Layer]:
     """
     so, hw = sel.strategy_override, sel.hw
     so_name = f"strategy_overrides.{sel.strategy_name}"
-    strategy_gen = generation_block(get(so, "hardware_overrides"), hw)
+    strategy_gen = sel.strategy_generation_block
     if truthy(strategy_gen):
         layers = _layer(
             f"{so_name}.hardware_overrides.{_gen_key(so, hw)}.extra_args", get(strategy_gen, "extra_args")
         )
     else:
-        recipe_gen = generation_block(sel.recipe.get("hardware_overrides"), hw)
-        variant_gen = generation_block(sel.variant.get("hardware_overrides"), hw)
+        recipe_gen, variant_gen = sel.recipe_generation_block, sel.variant_generation_block
         recipe_name = f"hardware_overrides.{_gen_key(sel.recipe, hw)}.extra_args"
         variant_name = f"variants.{sel.variant_key}.hardware_overrides.{_gen_key(sel.variant, hw)}.extra_args"
         layers = _layer(recipe_name, get(recipe_gen, "extra_args")) + _layer(
@@ -815,12 +852,12 @@ def _js_length(value: Any) -> int:
 def _hardware_env(sel: Selection, role: str | None, env: dict) -> None:
     """Same precedence as the args: strategy generation block replaces recipe+variant ones."""
     so, hw = sel.strategy_override, sel.hw
-    strategy_gen = generation_block(get(so, "hardware_overrides"), hw)
+    strategy_gen = sel.strategy_generation_block
     if truthy(strategy_gen):
         _assign(env, get(strategy_gen, "extra_env"))
     else:
-        _assign(env, get(generation_block(sel.recipe.get("hardware_overrides"), hw), "extra_env"))
-        _assign(env, get(generation_block(sel.variant.get("hardware_overrides"), hw), "extra_env"))
+        _assign(env, get(sel.recipe_generation_block, "extra_env"))
+        _assign(env, get(sel.variant_generation_block, "extra_env"))
     _assign(env, get(so, "hardware_overrides", hw.id, "extra_env"))
     if role:
         _assign(env, get(so, role, "hardware_overrides", hw.id, "extra_env"))
@@ -876,8 +913,7 @@ def build_env(sel: Selection, role: str | None = None) -> dict:
 # Rendering one command.
 
 
-@dataclass(frozen=True)
-class Rendered:
+class Rendered(NamedTuple):
     command: str
     argv: list[Any]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from recipe_ledger.errors import ResolutionError
@@ -69,7 +70,8 @@ def is_flag(token: Any) -> bool:
 
 def drop_falsy(args: list[Any]) -> list[Any]:
     """args.filter(Boolean): the builder silently drops "", 0, false and null entries."""
-    return [a for a in args if _js_truthy_scalar(a)]
+    # Nearly every token is a non-empty string: test that inline before the general rule.
+    return [a for a in args if (a != "" if a.__class__ is str else _js_truthy_scalar(a))]
 
 
 def _js_truthy_scalar(value: Any) -> bool:
@@ -113,7 +115,7 @@ def dedupe_args(args: list[Any]) -> list[Any]:
     Same units as split_units, walked backwards in one pass: since a flag is never a value, a
     non-flag token is the value of the token before it exactly when that token is a flag.
     """
-    flags = [is_flag(a) for a in args]
+    flags = [isinstance(a, str) and a.startswith("-") for a in args]  # is_flag, inlined: per token
     seen: set[Any] = set()
     kept_reversed: list[Any] = []
     i = len(args) - 1
@@ -143,21 +145,26 @@ def shell_quote(value: Any) -> Any:
     """
     if not isinstance(value, str) or value == "":
         return value
-    if _SHELL_VAR.match(value) or _SHELL_SAFE.match(value):
+    if _SHELL_SAFE.match(value) or _SHELL_VAR.match(value):
         return value
     return "'" + value.replace("'", "'\\''") + "'"
+
+
+@lru_cache(maxsize=4096)
+def _shown_value(value: str) -> str:
+    """A flag's (string) value as the command line shows it. Cached: a corpus repeats the same
+    few hundred values thousands of times."""
+    return js_str(shell_quote(value))
 
 
 # ---------------------------------------------------------------------------
 # Command rendering.
 
 
-def _require_str(token: Any, name: str) -> str:
-    # The reference calls token.startsWith(...) here; a non-string (a YAML number in an args
-    # list) makes it throw a TypeError, which surfaces as the error text below.
-    if not isinstance(token, str):
-        raise ResolutionError(f"{name}.startsWith is not a function")
-    return token
+def _not_a_string(name: str) -> ResolutionError:
+    # The reference calls token.startsWith(...) on each token; a non-string (a YAML number in
+    # an args list) makes it throw a TypeError, which surfaces as the error text below.
+    return ResolutionError(f"{name}.startsWith is not a function")
 
 
 def command_lines(args: list[Any]) -> list[str]:
@@ -169,11 +176,17 @@ def _display_lines(kept: list[Any]) -> list[str]:
     lines: list[str] = []
     i, count = 0, len(kept)
     while i < count:
-        cur = _require_str(kept[i], "cur")
-        if cur.startswith("-") and i + 1 < count and not _require_str(kept[i + 1], "next").startswith("-"):
-            lines.append(f"{cur} {js_str(shell_quote(kept[i + 1]))}")
-            i += 2
-            continue
+        cur = kept[i]
+        if not isinstance(cur, str):
+            raise _not_a_string("cur")
+        if cur.startswith("-") and i + 1 < count:
+            value = kept[i + 1]
+            if not isinstance(value, str):
+                raise _not_a_string("next")
+            if not value.startswith("-"):
+                lines.append(f"{cur} {_shown_value(value)}")
+                i += 2
+                continue
         lines.append(cur)
         i += 1
     return lines
@@ -216,6 +229,10 @@ _NIGHTLY_IMAGES = {
     "tpu": "vllm/vllm-tpu:nightly",
 }
 _XPU_IMAGE = "vllm/vllm-openai-xpu:latest"
+
+# `vllm serve MODEL` at the start of a rendered command, and that head with its line break.
+_SERVE_MODEL = re.compile(r"^vllm serve (\S+)")
+_SERVE_HEAD = re.compile(r"^vllm serve \S+\s*\\?\n?\s*")
 
 # Per-platform device flags, as display text and as argv (kept token-for-token in step).
 _GPU_FLAGS: dict[str, tuple[str, list[str]]] = {
@@ -282,6 +299,9 @@ def _is_cuda_map(value: Any) -> bool:
     return isinstance(value, dict) and ("cu129" in value or "cu130" in value)
 
 
+_BRAND_KEYS = frozenset({"nvidia", "amd", "tpu", "intel"})
+
+
 def _image_from_override(override: Any, brand_key: str) -> tuple[Any, Any]:
     """(pinned image, cuda map) that one `docker_image` declaration contributes, if any."""
     if isinstance(override, str):
@@ -289,7 +309,7 @@ def _image_from_override(override: Any, brand_key: str) -> tuple[Any, Any]:
         return (override if brand_key == "nvidia" else None), None
     if not isinstance(override, dict):
         return None, None
-    if any(k in override for k in ("nvidia", "amd", "tpu", "intel")):
+    if not override.keys().isdisjoint(_BRAND_KEYS):
         value = override.get(brand_key)
         if isinstance(value, str):
             return value, None
@@ -347,9 +367,9 @@ def docker_command(command: str, env: dict, meta: DockerMeta, port: int | None =
     """Wrap a rendered `vllm serve MODEL ...` in `docker run`: the image's entrypoint is
     `vllm serve`, so MODEL and the flags become the container's CMD."""
     port = port or 8000
-    match = re.match(r"^vllm serve (\S+)", command)
+    match = _SERVE_MODEL.match(command)
     model_id = match.group(1) if match else "MODEL"
-    serve_body = re.sub(r"^vllm serve \S+\s*\\?\n?\s*", "", command, count=1)
+    serve_body = _SERVE_HEAD.sub("", command, count=1)
     mounts = _extra_mounts(model_id, env)
     prereq = (
         f"# {model_id} must already exist on the host — bind-mounted read-only below.\n"
