@@ -183,6 +183,14 @@ class Hardware:
     def is_cpu(self) -> bool:
         return self.profile.get("generation") == "cpu"
 
+    @cached_once
+    def lookup_keys(self) -> tuple[Any, ...]:
+        """Keys of hardware-keyed maps that name this hardware, most specific first (before
+        `default`): exact id, generation, lowercase brand; absent ones left out."""
+        brand = self.brand.lower() if isinstance(self.brand, str) else None
+        candidates = (self.id, self.generation if truthy(self.generation) else None, brand)
+        return tuple(key for key in candidates if key is not None)
+
 
 def hardware_for(taxonomy: dict, hw_id: str | None) -> Hardware:
     """The named profile; an unknown id resolves as an empty profile (1 GPU, no brand)."""
@@ -206,9 +214,11 @@ def hardware_keyed_value(mapping: Any, hw: Hardware) -> Any:
     """
     if not isinstance(mapping, dict):
         return None
-    brand = hw.brand.lower() if isinstance(hw.brand, str) else None
-    candidates = [hw.id, hw.generation if truthy(hw.generation) else None, brand]
-    return coalesce(*[mapping.get(k) for k in candidates if k is not None], mapping.get("default"))
+    for key in hw.lookup_keys:
+        value = mapping.get(key)
+        if value is not None:
+            return value
+    return mapping.get("default")
 
 
 # ---------------------------------------------------------------------------
@@ -358,7 +368,7 @@ class Selection:
         return generation_block(self.variant.get("hardware_overrides"), self.hw)
 
     @cached_once
-    def enabled_features(self) -> tuple[tuple[str, dict, dict | None], ...]:
+    def enabled_features(self) -> tuple[ActiveFeature, ...]:
         """See active_features."""
         return tuple(_find_active_features(self))
 
@@ -673,16 +683,11 @@ def _hardware_layers(sel: Selection, role: str | None) -> list[Layer]:
     so_name = f"strategy_overrides.{sel.strategy_name}"
     strategy_gen = sel.strategy_generation_block
     if truthy(strategy_gen):
-        layers = _layer(
-            f"{so_name}.hardware_overrides.{_gen_key(so, hw)}.extra_args", get(strategy_gen, "extra_args")
-        )
+        layers = _generation_layer(f"{so_name}.", so, strategy_gen, hw)
     else:
-        recipe_gen, variant_gen = sel.recipe_generation_block, sel.variant_generation_block
-        recipe_name = f"hardware_overrides.{_gen_key(sel.recipe, hw)}.extra_args"
-        variant_name = f"variants.{sel.variant_key}.hardware_overrides.{_gen_key(sel.variant, hw)}.extra_args"
-        layers = _layer(recipe_name, get(recipe_gen, "extra_args")) + _layer(
-            variant_name, get(variant_gen, "extra_args")
-        )
+        layers = _generation_layer("", sel.recipe, sel.recipe_generation_block, hw)
+        variant_prefix = f"variants.{sel.variant_key}."
+        layers += _generation_layer(variant_prefix, sel.variant, sel.variant_generation_block, hw)
     layers += _layer(
         f"{so_name}.hardware_overrides.{hw.id}.extra_args", get(so, "hardware_overrides", hw.id, "extra_args")
     )
@@ -694,21 +699,50 @@ def _hardware_layers(sel: Selection, role: str | None) -> list[Layer]:
     return layers
 
 
+def _generation_layer(prefix: str, container: Any, block: Any, hw: Hardware) -> list[Layer]:
+    """The extra_args of the generation block picked from container.hardware_overrides, named
+    by the key it was picked by (worked out only when there is a layer to name)."""
+    args = get(block, "extra_args")
+    if not truthy(args):
+        return []
+    return _layer(f"{prefix}hardware_overrides.{_gen_key(container, hw)}.extra_args", args)
+
+
 def _gen_key(container: Any, hw: Hardware) -> str:
     """Which key of a hardware_overrides map generation_block picked (for layer names)."""
     overrides = get(container, "hardware_overrides")
     return str(hw.generation) if truthy(get(overrides, hw.generation)) else "nvidia"
 
 
-def active_features(sel: Selection) -> tuple[tuple[str, dict, dict | None], ...]:
-    """(name, feature, active mode) for each enabled feature the recipe has and the strategy
-    allows, in the order the caller listed them. The mode is None for plain features; a modal
-    feature with no mode available on this variant/hardware contributes nothing and is skipped.
-    (Computed once per selection: the args, the env and every node rank read the same list.)"""
+class ActiveFeature(NamedTuple):
+    """An enabled feature as it applies to one selection."""
+
+    name: str
+    feature: dict
+    mode: dict | None  # the active mode of a modal feature; None for plain features
+    override: dict  # the hardware override block that REPLACES the defaults' args/env ({} if none)
+
+    @property
+    def block(self) -> dict:
+        """Where the default `args`/`env` live: the active mode, else the feature itself."""
+        return self.mode if self.mode is not None else self.feature
+
+
+def active_features(sel: Selection) -> tuple[ActiveFeature, ...]:
+    """Each enabled feature the recipe has and the strategy allows, in the order the caller
+    listed them; a modal feature with no mode available on this variant/hardware contributes
+    nothing and is skipped. (Computed once per selection: the args, the env and every node
+    rank read the same list.)"""
     return sel.enabled_features
 
 
-def _find_active_features(sel: Selection) -> Iterable[tuple[str, dict, dict | None]]:
+def _active_feature(name: str, feature: dict, mode: dict | None, hw: Hardware) -> ActiveFeature:
+    block = mode if mode is not None else feature
+    override = obj(hardware_keyed_value(block.get("hardware_overrides"), hw))
+    return ActiveFeature(name, feature, mode, override)
+
+
+def _find_active_features(sel: Selection) -> Iterable[ActiveFeature]:
     for name in sel.features or []:
         feature = get(sel.recipe, "features", name)
         if not truthy(feature) or not isinstance(feature, dict):
@@ -717,30 +751,23 @@ def _find_active_features(sel: Selection) -> Iterable[tuple[str, dict, dict | No
             continue
         modes = feature.get("modes")
         if not (truthy(modes) and isinstance(modes, dict)):
-            yield name, feature, None
+            yield _active_feature(name, feature, None, sel.hw)
             continue
         selected = get(sel.feature_modes, name)
         key = resolve_mode_key(feature, name, sel.variant, sel.variant_key, sel.hw, selected)
         mode = modes.get(key) if truthy(key) else None
         if truthy(mode):
-            yield name, feature, obj(mode)
-
-
-def _feature_source(feature: dict, mode: dict | None, hw: Hardware) -> dict:
-    """The block whose `args`/`env` apply: a hardware override REPLACES the defaults."""
-    block = mode if mode is not None else feature
-    return obj(hardware_keyed_value(block.get("hardware_overrides"), hw))
+            yield _active_feature(name, feature, obj(mode), sel.hw)
 
 
 def _feature_layers(sel: Selection) -> list[Layer]:
     """Step 7: enabled features, last so they win the dedupe."""
     layers: list[Layer] = []
-    for name, feature, mode in active_features(sel):
-        override = _feature_source(feature, mode, sel.hw)
-        block = mode if mode is not None else feature
-        args = coalesce(override.get("args"), block.get("args"))
-        suffix = ".hardware_overrides" if override.get("args") is not None else ""
-        layers += _layer(f"features.{name}{suffix}", args, f"features.{name}.args")
+    for active in active_features(sel):
+        override_args = active.override.get("args")
+        args = coalesce(override_args, active.block.get("args"))
+        suffix = ".hardware_overrides" if override_args is not None else ""
+        layers += _layer(f"features.{active.name}{suffix}", args, f"features.{active.name}.args")
     return layers
 
 
@@ -864,10 +891,8 @@ def _hardware_env(sel: Selection, role: str | None, env: dict) -> None:
 
 
 def _feature_env(sel: Selection, env: dict) -> None:
-    for _name, feature, mode in active_features(sel):
-        override = _feature_source(feature, mode, sel.hw)
-        block = mode if mode is not None else feature
-        _assign(env, first_truthy(coalesce(override.get("env"), block.get("env")), {}))
+    for active in active_features(sel):
+        _assign(env, first_truthy(coalesce(active.override.get("env"), active.block.get("env")), {}))
 
 
 def _pd_rank_rewrite(sel: Selection, role: str, env: dict) -> None:

@@ -356,6 +356,11 @@ def _env_items(env: dict) -> list[tuple[str, Any]]:
     return list(env.items()) if isinstance(env, dict) else []
 
 
+def _env_assignments(env: dict) -> list[str]:
+    """KEY=value for each variable, as both the command text and the argv pass them to -e."""
+    return [f"{k}={js_str(v)}" for k, v in _env_items(env)]
+
+
 def _extra_mounts(model_id: Any, env: dict) -> list[str]:
     """Bind mounts beyond the HF cache: a local model directory, and any *_CONFIG_PATH file."""
     mounts = [f"{model_id}:{model_id}:ro"] if isinstance(model_id, str) and model_id.startswith("/") else []
@@ -366,6 +371,12 @@ def _extra_mounts(model_id: Any, env: dict) -> list[str]:
 def docker_command(command: str, env: dict, meta: DockerMeta, port: int | None = None) -> str:
     """Wrap a rendered `vllm serve MODEL ...` in `docker run`: the image's entrypoint is
     `vllm serve`, so MODEL and the flags become the container's CMD."""
+    return _docker_command(command, env, _env_assignments(env), meta, port)
+
+
+def _docker_command(
+    command: str, env: dict, assignments: list[str], meta: DockerMeta, port: int | None
+) -> str:
     port = port or 8000
     match = _SERVE_MODEL.match(command)
     model_id = match.group(1) if match else "MODEL"
@@ -382,13 +393,19 @@ def docker_command(command: str, env: dict, meta: DockerMeta, port: int | None =
         "-v ~/.cache/huggingface:/root/.cache/huggingface",
     ]
     lines += [f"-v {m}" for m in mounts]
-    lines += [f"-e {k}={js_str(v)}" for k, v in _env_items(env)]
+    lines += [f"-e {assignment}" for assignment in assignments]
     tail = f"{js_str(meta.image)} {model_id}" + (f"{LINE_JOIN}{serve_body}" if serve_body else "")
     return LINE_JOIN.join([*lines, tail])
 
 
 def docker_argv(argv: list[Any], env: dict, meta: DockerMeta, port: int | None = None) -> list[Any]:
     """argv companion of docker_command, ready to spawn without a shell."""
+    return _docker_argv(argv, env, _env_assignments(env), meta, port)
+
+
+def _docker_argv(
+    argv: list[Any], env: dict, assignments: list[str], meta: DockerMeta, port: int | None
+) -> list:
     port = port or 8000
     cmd_args = argv[2:] if argv[:2] == ["vllm", "serve"] else list(argv)
     out: list[Any] = [
@@ -404,14 +421,15 @@ def docker_argv(argv: list[Any], env: dict, meta: DockerMeta, port: int | None =
     ]
     for mount in _extra_mounts(cmd_args[0] if cmd_args else None, env):
         out += ["-v", mount]
-    for key, value in _env_items(env):
-        out += ["-e", f"{key}={js_str(value)}"]
+    for assignment in assignments:
+        out += ["-e", assignment]
     return [*out, meta.image, *cmd_args]
 
 
 def dockerize(command: str, argv: list[Any], env: dict, meta: DockerMeta, port: int | None = None) -> dict:
     """{docker_command, docker_argv} for one rendered command."""
+    assignments = _env_assignments(env)
     return {
-        "docker_command": docker_command(command, env, meta, port),
-        "docker_argv": docker_argv(argv, env, meta, port),
+        "docker_command": _docker_command(command, env, assignments, meta, port),
+        "docker_argv": _docker_argv(argv, env, assignments, meta, port),
     }
