@@ -40,12 +40,14 @@ GOAL = 0.8
 class Run:
     cpu_s: float
     wall_s: float
-    max_rss_mb: float
-    lines: list[dict]
+    output: Path
 
 
 def run_measured(cmd: list[str], out_path: Path, env: dict[str, str], cwd: Path | None = None) -> Run:
-    """Run cmd to completion with stdout to out_path; CPU and peak memory of that child alone."""
+    """Run cmd to completion with stdout to out_path; the CPU (user+sys) of that child alone.
+
+    (No peak memory: on Linux a child's ru_maxrss starts from its parent's RSS at the fork,
+    so it would report this script's size rather than the tool's.)"""
     with open(out_path, "wb") as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=cwd)
@@ -55,9 +57,7 @@ def run_measured(cmd: list[str], out_path: Path, env: dict[str, str], cwd: Path 
         if proc.returncode != 0:
             err.seek(0)
             sys.exit(f"{cmd[0]} exited {proc.returncode}: {err.read().decode(errors='replace')[-2000:]}")
-    lines = [json.loads(line) for line in out_path.read_text(encoding="utf-8").splitlines() if line]
-    # ru_maxrss is in KiB on Linux.
-    return Run(usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024, lines)
+    return Run(usage.ru_utime + usage.ru_stime, wall, out_path)
 
 
 def write_cases(compat: Path, path: Path) -> int:
@@ -91,6 +91,10 @@ def ledger_env(cold_bytecode: bool, pycache: Path) -> dict[str, str]:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = str(pycache)  # outside the checkout; reused across runs
     return env
+
+
+def parsed_lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
 def first_difference(ours: list[dict], theirs: list[dict]) -> str | None:
@@ -213,7 +217,7 @@ def measure_pairs(
             a, b = ours(), theirs()
         else:
             b, a = theirs(), ours()
-        difference = first_difference(a.lines, b.lines)
+        difference = first_difference(parsed_lines(a.output), parsed_lines(b.output))
         if difference:
             sys.exit(f"outputs differ in pair {index + 1}: {difference} (files under {work})")
         pairs.append((a, b))
@@ -222,7 +226,7 @@ def measure_pairs(
 
 def _describe(name: str, runs: list[Run]) -> str:
     cpu, wall = statistics.median(r.cpu_s for r in runs), statistics.median(r.wall_s for r in runs)
-    return f"{name:30s} CPU median {cpu:.3f} s (wall {wall:.3f} s, peak RSS {runs[0].max_rss_mb:.0f} MB)"
+    return f"{name:30s} CPU median {cpu:.3f} s (wall {wall:.3f} s)"
 
 
 def report(pairs: list[tuple[Run, Run]]) -> None:
