@@ -113,27 +113,23 @@ def dedupe_args(args: list[Any]) -> list[Any]:
 
     The surviving occurrence keeps its own (later) position; positionals always survive.
     Same units as split_units, walked backwards in one pass: since a flag is never a value, a
-    non-flag token is the value of the token before it exactly when that token is a flag.
+    non-flag token is the value of the token before it exactly when that token is a flag; so a
+    non-flag is held until the next token back says which it is.
     """
-    flags = [isinstance(a, str) and a.startswith("-") for a in args]  # is_flag, inlined: per token
     seen: set[Any] = set()
     kept_reversed: list[Any] = []
-    i = len(args) - 1
-    while i >= 0:
-        token = args[i]
-        if flags[i]:  # a flag with no value (a flag followed by a value is met at its value)
+    held: list[Any] = []  # the non-flag just passed: a value if a flag comes next, else positional
+    for token in reversed(args):
+        if isinstance(token, str) and token.startswith("-"):  # is_flag, inlined: runs per token
             if token not in seen:
                 seen.add(token)
+                kept_reversed += held
                 kept_reversed.append(token)
-        elif i > 0 and flags[i - 1]:
-            flag = args[i - 1]
-            if flag not in seen:
-                seen.add(flag)
-                kept_reversed += (token, flag)
-            i -= 1
+            held = []  # a repeated flag's value goes with it
         else:
-            kept_reversed.append(token)
-        i -= 1
+            kept_reversed += held  # the held token had no flag before it: a positional
+            held = [token]
+    kept_reversed += held
     kept_reversed.reverse()
     return kept_reversed
 
@@ -230,9 +226,8 @@ _NIGHTLY_IMAGES = {
 }
 _XPU_IMAGE = "vllm/vllm-openai-xpu:latest"
 
-# `vllm serve MODEL` at the start of a rendered command, and that head with its line break.
-_SERVE_MODEL = re.compile(r"^vllm serve (\S+)")
-_SERVE_HEAD = re.compile(r"^vllm serve \S+\s*\\?\n?\s*")
+# `vllm serve MODEL` at the start of a rendered command, with the line break after it.
+_SERVE_HEAD = re.compile(r"^vllm serve (\S+)\s*\\?\n?\s*")
 
 # Per-platform device flags, as display text and as argv (kept token-for-token in step).
 _GPU_FLAGS: dict[str, tuple[str, list[str]]] = {
@@ -378,9 +373,11 @@ def _docker_command(
     command: str, env: dict, assignments: list[str], meta: DockerMeta, port: int | None
 ) -> str:
     port = port or 8000
-    match = _SERVE_MODEL.match(command)
+    # The reference takes the model from `^vllm serve (\S+)` and the body by deleting
+    # `^vllm serve \S+\s*\\?\n?\s*`: the same match, read twice.
+    match = _SERVE_HEAD.match(command)
     model_id = match.group(1) if match else "MODEL"
-    serve_body = _SERVE_HEAD.sub("", command, count=1)
+    serve_body = command[match.end() :] if match else command
     mounts = _extra_mounts(model_id, env)
     prereq = (
         f"# {model_id} must already exist on the host — bind-mounted read-only below.\n"
