@@ -249,18 +249,24 @@ def is_feature_allowed_for_strategy(feature: dict, strategy_name: str) -> bool:
     return not isinstance(allow, list) or not allow or strategy_name in allow
 
 
+# Strategy-name suffix -> PD pool mode, tried in this order.
+_POOL_MODE_SUFFIXES = (
+    ("dep", re.compile(r"(?:^|_)dep$")),
+    ("tep", re.compile(r"(?:^|_)tep$")),
+    ("tp", re.compile(r"(?:^|_)tp(?:_pp|_dp)?$")),
+)
+
+
 def pd_pool_modes(recipe: dict) -> list[str]:
     """PD pool parallelism modes offered, from the suffixes of the compatible strategies."""
     modes: set[str] = set()
     for name in effective_compatible_strategies(recipe):
         if name == "pd_cluster" or not isinstance(name, str):
             continue
-        if re.search(r"(?:^|_)dep$", name):
-            modes.add("dep")
-        elif re.search(r"(?:^|_)tep$", name):
-            modes.add("tep")
-        elif re.search(r"(?:^|_)tp(?:_pp|_dp)?$", name):
-            modes.add("tp")
+        for mode, suffix in _POOL_MODE_SUFFIXES:
+            if suffix.search(name):
+                modes.add(mode)
+                break
     ordered = [m for m in ("tp", "tep", "dep") if m in modes] or ["tp"]
     restrict = get(recipe, "strategy_overrides", "pd_cluster", "pool_modes")
     if isinstance(restrict, list) and restrict:
@@ -1010,18 +1016,18 @@ def _base_result(sel: Selection, env: dict, meta: shell.DockerMeta, deploy_type:
     }
 
 
-def _pd_role_result(sel: Selection, role: str, meta: shell.DockerMeta) -> dict:
+def _pd_role_result(sel: Selection, role: str, role_meta: dict, meta: shell.DockerMeta) -> dict:
     rendered = render(sel, role)
     env = build_env(sel, role)
-    out = {"command": rendered.command, "argv": rendered.argv, "env": env, **pd_role_meta(sel, role)}
+    out = {"command": rendered.command, "argv": rendered.argv, "env": env, **role_meta}
     return {**out, **shell.dockerize(rendered.command, rendered.argv, env, meta, PD_PORTS[role])}
 
 
 def _pd_result(sel: Selection, meta: shell.DockerMeta) -> dict:
     p_meta, d_meta = pd_role_meta(sel, "prefill"), pd_role_meta(sel, "decode")
     router_config = first_truthy(sel.strategy.get("router"), {"policy": "round_robin"})
-    prefill = _pd_role_result(sel, "prefill", meta)
-    decode = _pd_role_result(sel, "decode", meta)
+    prefill = _pd_role_result(sel, "prefill", p_meta, meta)
+    decode = _pd_role_result(sel, "decode", d_meta, meta)
     return {
         **_base_result(sel, {}, meta, "pd_cluster"),
         "prefill": prefill,
