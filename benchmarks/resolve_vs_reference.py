@@ -35,6 +35,19 @@ REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
 GOAL = 0.8
 
+# --render-only: the render command without `recipe_ledger.cli`'s __init__ (which registers, and so
+# imports, every command). An empty package module stands in for it, so the figure shows what the
+# command costs once the CLI imports only the command it runs.
+RENDER_ONLY = """
+import sys, types, importlib.util
+package = importlib.util.find_spec("recipe_ledger").submodule_search_locations[0]
+cli = types.ModuleType("recipe_ledger.cli")
+cli.__path__ = [package + "/cli"]
+sys.modules["recipe_ledger.cli"] = cli
+from recipe_ledger.cli.render_command import render
+render(sys.argv[3:])
+"""
+
 
 @dataclass(frozen=True)
 class Run:
@@ -125,12 +138,11 @@ def in_process_seconds(compat: Path, cases_path: Path) -> tuple[float, float, fl
     return loaded - start, resolved - loaded, time.process_time() - resolved
 
 
-def import_seconds(env: dict[str, str], runs: int = 3) -> float:
-    """Median CPU of a process that only imports the render command (startup + imports)."""
-    cmd = [sys.executable, "-c", "import recipe_ledger.cli.render_command"]
+def fixed_cost_seconds(cmd: list[str], env: dict[str, str], runs: int = 3) -> float:
+    """Median CPU of cmd (the tool's command on an empty case file): startup and imports."""
     samples = []
     for _ in range(runs):
-        proc = subprocess.Popen(cmd, env=env)
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
         _, _, usage = os.wait4(proc.pid, 0)
         samples.append(usage.ru_utime + usage.ru_stime)
     return statistics.median(samples)
@@ -154,6 +166,11 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--cold-bytecode", action="store_true", help="compile the package on every run")
     parser.add_argument(
+        "--render-only",
+        action="store_true",
+        help="start the render command without the CLI's command registry (see RENDER_ONLY)",
+    )
+    parser.add_argument(
         "--ledger",
         default=shlex.join([sys.executable, "-m", "recipe_ledger.cli"]),
         help="how to start the tool (a shell-quoted command; default: this python -m recipe_ledger.cli)",
@@ -170,15 +187,7 @@ def main() -> None:
     count = write_cases(compat, cases)
     root = compat / "vllm-recipes"
     env = ledger_env(args.cold_bytecode, work / "pycache")
-    ours_cmd = [
-        *shlex.split(args.ledger),
-        "recipe",
-        "render",
-        "--batch",
-        str(cases),
-        "--root",
-        str(root),
-    ]
+    ours_cmd = ledger_command(args, cases, root)
     theirs_cmd = [args.node, "scripts/harness.mjs", str(cases), str(root)]
 
     def ours() -> Run:
@@ -195,16 +204,24 @@ def main() -> None:
     print(
         f"conditions: {os.cpu_count()} CPUs, load average {load_before[0]:.2f} before / "
         f"{load_after[0]:.2f} after; python {platform.python_version()} "
-        f"({'cold' if args.cold_bytecode else 'cached'} bytecode); "
+        f"({'cold' if args.cold_bytecode else 'cached'} bytecode"
+        f"{', render command only' if args.render_only else ''}); "
         f"node {tool_version([args.node, '--version'])}"
     )
     report(pairs)
     load, resolve_s, encode = in_process_seconds(compat, cases)
+    (work / "empty.jsonl").write_text("")
+    fixed = fixed_cost_seconds(ledger_command(args, work / "empty.jsonl", root), env)
     print(
         f"in process: load {load:.3f} s + resolve {resolve_s:.3f} s + JSON {encode:.3f} s; "
-        f"a process that only imports the render command: {import_seconds(env):.3f} s CPU"
+        f"the same command on an empty case file (startup + imports): {fixed:.3f} s CPU"
     )
     shutil.rmtree(work, ignore_errors=True)
+
+
+def ledger_command(args: argparse.Namespace, cases: Path, root: Path) -> list[str]:
+    start = [sys.executable, "-c", RENDER_ONLY] if args.render_only else shlex.split(args.ledger)
+    return [*start, "recipe", "render", "--batch", str(cases), "--root", str(root)]
 
 
 def measure_pairs(
