@@ -75,13 +75,12 @@ def drop_falsy(args: list[Any]) -> list[Any]:
 
 
 def _js_truthy_scalar(value: Any) -> bool:
-    # Strings are nearly every token, so they are tested first.
-    if value.__class__ is str:
-        return value != ""
     if value is None or value is False:
         return False
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value != 0 and not (isinstance(value, float) and math.isnan(value))
+    if isinstance(value, str):
+        return value != ""
     return True
 
 
