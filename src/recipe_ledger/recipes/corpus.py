@@ -54,7 +54,7 @@ class Corpus:
 
     def recipe(self, rel_path: str) -> dict:
         """The loaded form of the recipe at `rel_path` (relative to the root)."""
-        key = str(PurePosixPath(rel_path))
+        key = _normal_path(rel_path)
         if key not in self._recipes:
             self._recipes[key] = preprocess_recipe(self._load(key), key)
         return self._recipes[key]
@@ -106,6 +106,13 @@ class Corpus:
 
     def resolve_omni(self, recipe: str, variant: str, omni_task: str, hardware: str) -> dict:
         return resolve.resolve_omni(self.recipe(recipe), variant, omni_task, hardware, self.taxonomy)
+
+
+@lru_cache(maxsize=4096)
+def _normal_path(rel_path: str) -> str:
+    # Cached: a batch names the same few hundred paths thousands of times, and pathlib's
+    # parsing costs more than the rest of a recipe lookup.
+    return str(PurePosixPath(rel_path))
 
 
 @lru_cache(maxsize=8)

@@ -17,7 +17,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from recipe_ledger.errors import ResolutionError
 from recipe_ledger.recipes import shell
@@ -49,9 +49,15 @@ OMNI_TASK_IDS = ("t2i", "i2i", "t2v", "i2v", "ti2v", "t2a")
 
 def truthy(value: Any) -> bool:
     """JS truthiness: {} and [] are true; None, False, 0, NaN and "" are false."""
+    # The exact-type checks first: this runs ~50 times per resolution, nearly always on these.
+    kind = value.__class__
+    if kind is dict or kind is list:
+        return True
+    if kind is str:
+        return value != ""
     if value is None or value is False:
         return False
-    if isinstance(value, bool):
+    if kind is bool:
         return True
     if isinstance(value, (int, float)):
         return value != 0 and not (isinstance(value, float) and math.isnan(value))
@@ -122,39 +128,70 @@ def js_floor_div(a: float, b: float) -> float | int:
     return math.floor(value) if math.isfinite(value) else value
 
 
+class cached_once:  # noqa: N801 - used as a decorator, like the functools original
+    """functools.cached_property without its lock: on Python 3.11 every first read takes an
+    RLock, which costs more than most of the values cached here. Fine for objects that one
+    thread builds and reads (a Selection lives for one resolution)."""
+
+    def __init__(self, compute: Any):
+        self.compute = compute
+        self.__doc__ = compute.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        # Stored in the instance dict, which shadows this (non-data) descriptor from now on.
+        value = instance.__dict__[self.name] = self.compute(instance)
+        return value
+
+
 # ---------------------------------------------------------------------------
 # Hardware.
 
 
 @dataclass(frozen=True)
 class Hardware:
-    """One taxonomy hardware profile plus the keys recipes use to address it."""
+    """One taxonomy hardware profile plus the keys recipes use to address it.
+
+    Frozen, so each derived key is computed once (cached_once) however often resolution asks.
+    """
 
     id: str | None
     profile: dict
 
-    @property
+    @cached_once
     def generation(self) -> Any:
         # Consumer cards may list several generations; lookups use the first.
         gen = first_truthy(self.profile.get("generation"), self.profile.get("gpu_generation"))
         return gen[0] if isinstance(gen, list) else gen
 
-    @property
+    @cached_once
     def brand(self) -> Any:
         return self.profile.get("brand")
 
-    @property
+    @cached_once
     def is_nvidia(self) -> bool:
         return self.brand == "NVIDIA"
 
-    @property
+    @cached_once
     def gpu_count(self) -> Any:
         count = self.profile.get("gpu_count")
         return count if is_number(count) else 1
 
-    @property
+    @cached_once
     def is_cpu(self) -> bool:
         return self.profile.get("generation") == "cpu"
+
+    @cached_once
+    def lookup_keys(self) -> tuple[Any, ...]:
+        """Keys of hardware-keyed maps that name this hardware, most specific first (before
+        `default`): exact id, generation, lowercase brand; absent ones left out."""
+        brand = self.brand.lower() if isinstance(self.brand, str) else None
+        candidates = (self.id, self.generation if truthy(self.generation) else None, brand)
+        return tuple(key for key in candidates if key is not None)
 
 
 def hardware_for(taxonomy: dict, hw_id: str | None) -> Hardware:
@@ -179,9 +216,11 @@ def hardware_keyed_value(mapping: Any, hw: Hardware) -> Any:
     """
     if not isinstance(mapping, dict):
         return None
-    brand = hw.brand.lower() if isinstance(hw.brand, str) else None
-    candidates = [hw.id, hw.generation if truthy(hw.generation) else None, brand]
-    return coalesce(*[mapping.get(k) for k in candidates if k is not None], mapping.get("default"))
+    for key in hw.lookup_keys:
+        value = mapping.get(key)
+        if value is not None:
+            return value
+    return mapping.get("default")
 
 
 # ---------------------------------------------------------------------------
@@ -212,18 +251,24 @@ def is_feature_allowed_for_strategy(feature: dict, strategy_name: str) -> bool:
     return not isinstance(allow, list) or not allow or strategy_name in allow
 
 
+# Strategy-name suffix -> PD pool mode, tried in this order.
+_POOL_MODE_SUFFIXES = (
+    ("dep", re.compile(r"(?:^|_)dep$")),
+    ("tep", re.compile(r"(?:^|_)tep$")),
+    ("tp", re.compile(r"(?:^|_)tp(?:_pp|_dp)?$")),
+)
+
+
 def pd_pool_modes(recipe: dict) -> list[str]:
     """PD pool parallelism modes offered, from the suffixes of the compatible strategies."""
     modes: set[str] = set()
     for name in effective_compatible_strategies(recipe):
         if name == "pd_cluster" or not isinstance(name, str):
             continue
-        if re.search(r"(?:^|_)dep$", name):
-            modes.add("dep")
-        elif re.search(r"(?:^|_)tep$", name):
-            modes.add("tep")
-        elif re.search(r"(?:^|_)tp(?:_pp|_dp)?$", name):
-            modes.add("tp")
+        for mode, suffix in _POOL_MODE_SUFFIXES:
+            if suffix.search(name):
+                modes.add(mode)
+                break
     ordered = [m for m in ("tp", "tep", "dep") if m in modes] or ["tp"]
     restrict = get(recipe, "strategy_overrides", "pd_cluster", "pool_modes")
     if isinstance(restrict, list) and restrict:
@@ -267,9 +312,13 @@ def resolve_mode_key(
 # The selection being resolved.
 
 
-@dataclass
+@dataclass(frozen=True)
 class Selection:
-    """Everything resolveCommand reads, with the lookups it derives from them done once."""
+    """Everything resolveCommand reads, with the lookups it derives from them done once.
+
+    Frozen: the derived values below are cached on first use (one resolution reads `variant`
+    a dozen times), which is only sound because the inputs cannot change underneath them.
+    """
 
     recipe: dict
     variant_key: str
@@ -283,35 +332,53 @@ class Selection:
     advanced_args: list[Any] = field(default_factory=list)
     feature_modes: dict = field(default_factory=dict)
 
-    @property
+    @cached_once
     def variant(self) -> dict:
         variants = self.recipe.get("variants")
         return obj(first_truthy(get(variants, self.variant_key), get(variants, "default"), {}))
 
-    @property
+    @cached_once
     def strategy(self) -> dict:
         return obj(first_truthy(get(self.strategies, self.strategy_name), {}))
 
-    @property
+    @cached_once
     def deploy_type(self) -> Any:
         return first_truthy(self.strategy.get("deploy_type"), "single_node")
 
-    @property
+    @cached_once
     def is_pd(self) -> bool:
         return self.strategy.get("deploy_type") == "pd_cluster"
 
-    @property
+    @cached_once
     def strategy_override(self) -> Any:
         """recipe.strategy_overrides[<strategy>] (None when absent)."""
         return get(self.recipe, "strategy_overrides", self.strategy_name)
 
-    @property
+    @cached_once
     def model_id(self) -> Any:
         return first_truthy(self.variant.get("model_id"), get(self.recipe, "model", "model_id"), "unknown")
 
-    @property
+    @cached_once
     def total_gpus(self) -> Any:
         return self.hw.gpu_count * max(1, self.node_count)
+
+    @cached_once
+    def strategy_generation_block(self) -> Any:
+        """generation_block of strategy_overrides.<s>.hardware_overrides (it replaces the two below)."""
+        return generation_block(get(self.strategy_override, "hardware_overrides"), self.hw)
+
+    @cached_once
+    def recipe_generation_block(self) -> Any:
+        return generation_block(self.recipe.get("hardware_overrides"), self.hw)
+
+    @cached_once
+    def variant_generation_block(self) -> Any:
+        return generation_block(self.variant.get("hardware_overrides"), self.hw)
+
+    @cached_once
+    def enabled_features(self) -> tuple[ActiveFeature, ...]:
+        """See active_features."""
+        return tuple(_find_active_features(self))
 
 
 def single_node_tp(sel: Selection) -> Any:
@@ -404,9 +471,11 @@ def pd_role_meta(sel: Selection, role: str) -> dict:
 # Argument layers.
 
 
-@dataclass(frozen=True)
-class Layer:
-    """One source of arguments, in merge order. `name` says where in the recipe it came from."""
+class Layer(NamedTuple):
+    """One source of arguments, in merge order. `name` says where in the recipe it came from.
+
+    (A NamedTuple rather than a frozen dataclass: a resolution builds a dozen, and a frozen
+    dataclass's __init__ costs several times a tuple's.)"""
 
     name: str
     args: tuple[Any, ...]
@@ -430,7 +499,7 @@ def _multi_dep_args(sel: Selection, node_role: str | None, rank: int) -> list[An
     the recipe's own `--data-parallel-size-local` (from the strategy override layers) if any.
     """
     so = sel.strategy_override
-    gen_ho = generation_block(get(so, "hardware_overrides"), sel.hw)
+    gen_ho = sel.strategy_generation_block
     exact_ho = get(so, "hardware_overrides", sel.hw.id)
     declared = [
         *(get(so, "vllm_args") or []),
@@ -584,16 +653,19 @@ def parallelism_args(sel: Selection, role: str | None, node_role: str | None, no
     return [parallel_flag, shell.js_str(single_node_tp(sel))]
 
 
-def _strategy_layers(sel: Selection, role: str | None, node_role: str | None, node_rank: int) -> list[Layer]:
-    """Step 3: the strategy YAML's args, then its sizing flags, grouped together."""
+def _strategy_args_layers(sel: Selection, role: str | None) -> list[Layer]:
+    """Step 3a: the strategy YAML's own args (per role under PD)."""
     if not sel.is_pd:
-        layers = _layer("strategy.vllm_args", sel.strategy.get("vllm_args"))
-    elif role:
-        layers = _layer(f"strategy.{role}.vllm_args", get(sel.strategy, role, "vllm_args"))
-    else:
-        layers = []
+        return _layer("strategy.vllm_args", sel.strategy.get("vllm_args"))
+    if role:
+        return _layer(f"strategy.{role}.vllm_args", get(sel.strategy, role, "vllm_args"))
+    return []
+
+
+def _sizing_layers(sel: Selection, role: str | None, node_role: str | None, node_rank: int) -> list[Layer]:
+    """Step 3b: the strategy's sizing flags, the only layer that differs between node ranks."""
     sizing = parallelism_args(sel, role, node_role, node_rank)
-    return layers + ([Layer("strategy.parallelism", tuple(sizing))] if sizing else [])
+    return [Layer("strategy.parallelism", tuple(sizing))] if sizing else []
 
 
 def _strategy_override_layers(sel: Selection, role: str | None) -> list[Layer]:
@@ -617,19 +689,13 @@ def _hardware_layers(sel: Selection, role: str | None) -> list[Layer]:
     """
     so, hw = sel.strategy_override, sel.hw
     so_name = f"strategy_overrides.{sel.strategy_name}"
-    strategy_gen = generation_block(get(so, "hardware_overrides"), hw)
+    strategy_gen = sel.strategy_generation_block
     if truthy(strategy_gen):
-        layers = _layer(
-            f"{so_name}.hardware_overrides.{_gen_key(so, hw)}.extra_args", get(strategy_gen, "extra_args")
-        )
+        layers = _generation_layer(f"{so_name}.", so, strategy_gen, hw)
     else:
-        recipe_gen = generation_block(sel.recipe.get("hardware_overrides"), hw)
-        variant_gen = generation_block(sel.variant.get("hardware_overrides"), hw)
-        recipe_name = f"hardware_overrides.{_gen_key(sel.recipe, hw)}.extra_args"
-        variant_name = f"variants.{sel.variant_key}.hardware_overrides.{_gen_key(sel.variant, hw)}.extra_args"
-        layers = _layer(recipe_name, get(recipe_gen, "extra_args")) + _layer(
-            variant_name, get(variant_gen, "extra_args")
-        )
+        layers = _generation_layer("", sel.recipe, sel.recipe_generation_block, hw)
+        variant_prefix = f"variants.{sel.variant_key}."
+        layers += _generation_layer(variant_prefix, sel.variant, sel.variant_generation_block, hw)
     layers += _layer(
         f"{so_name}.hardware_overrides.{hw.id}.extra_args", get(so, "hardware_overrides", hw.id, "extra_args")
     )
@@ -641,16 +707,50 @@ def _hardware_layers(sel: Selection, role: str | None) -> list[Layer]:
     return layers
 
 
+def _generation_layer(prefix: str, container: Any, block: Any, hw: Hardware) -> list[Layer]:
+    """The extra_args of the generation block picked from container.hardware_overrides, named
+    by the key it was picked by (worked out only when there is a layer to name)."""
+    args = get(block, "extra_args")
+    if not truthy(args):
+        return []
+    return _layer(f"{prefix}hardware_overrides.{_gen_key(container, hw)}.extra_args", args)
+
+
 def _gen_key(container: Any, hw: Hardware) -> str:
     """Which key of a hardware_overrides map generation_block picked (for layer names)."""
     overrides = get(container, "hardware_overrides")
     return str(hw.generation) if truthy(get(overrides, hw.generation)) else "nvidia"
 
 
-def active_features(sel: Selection) -> Iterable[tuple[str, dict, dict | None]]:
-    """(name, feature, active mode) for each enabled feature the recipe has and the strategy
-    allows, in the order the caller listed them. The mode is None for plain features; a modal
-    feature with no mode available on this variant/hardware contributes nothing and is skipped."""
+class ActiveFeature(NamedTuple):
+    """An enabled feature as it applies to one selection."""
+
+    name: str
+    feature: dict
+    mode: dict | None  # the active mode of a modal feature; None for plain features
+    override: dict  # the hardware override block that REPLACES the defaults' args/env ({} if none)
+
+    @property
+    def block(self) -> dict:
+        """Where the default `args`/`env` live: the active mode, else the feature itself."""
+        return self.mode if self.mode is not None else self.feature
+
+
+def active_features(sel: Selection) -> tuple[ActiveFeature, ...]:
+    """Each enabled feature the recipe has and the strategy allows, in the order the caller
+    listed them; a modal feature with no mode available on this variant/hardware contributes
+    nothing and is skipped. (Computed once per selection: the args, the env and every node
+    rank read the same list.)"""
+    return sel.enabled_features
+
+
+def _active_feature(name: str, feature: dict, mode: dict | None, hw: Hardware) -> ActiveFeature:
+    block = mode if mode is not None else feature
+    override = obj(hardware_keyed_value(block.get("hardware_overrides"), hw))
+    return ActiveFeature(name, feature, mode, override)
+
+
+def _find_active_features(sel: Selection) -> Iterable[ActiveFeature]:
     for name in sel.features or []:
         feature = get(sel.recipe, "features", name)
         if not truthy(feature) or not isinstance(feature, dict):
@@ -659,31 +759,44 @@ def active_features(sel: Selection) -> Iterable[tuple[str, dict, dict | None]]:
             continue
         modes = feature.get("modes")
         if not (truthy(modes) and isinstance(modes, dict)):
-            yield name, feature, None
+            yield _active_feature(name, feature, None, sel.hw)
             continue
         selected = get(sel.feature_modes, name)
         key = resolve_mode_key(feature, name, sel.variant, sel.variant_key, sel.hw, selected)
         mode = modes.get(key) if truthy(key) else None
         if truthy(mode):
-            yield name, feature, obj(mode)
-
-
-def _feature_source(feature: dict, mode: dict | None, hw: Hardware) -> dict:
-    """The block whose `args`/`env` apply: a hardware override REPLACES the defaults."""
-    block = mode if mode is not None else feature
-    return obj(hardware_keyed_value(block.get("hardware_overrides"), hw))
+            yield _active_feature(name, feature, obj(mode), sel.hw)
 
 
 def _feature_layers(sel: Selection) -> list[Layer]:
     """Step 7: enabled features, last so they win the dedupe."""
     layers: list[Layer] = []
-    for name, feature, mode in active_features(sel):
-        override = _feature_source(feature, mode, sel.hw)
-        block = mode if mode is not None else feature
-        args = coalesce(override.get("args"), block.get("args"))
-        suffix = ".hardware_overrides" if override.get("args") is not None else ""
-        layers += _layer(f"features.{name}{suffix}", args, f"features.{name}.args")
+    for active in active_features(sel):
+        override_args = active.override.get("args")
+        args = coalesce(override_args, active.block.get("args"))
+        suffix = ".hardware_overrides" if override_args is not None else ""
+        layers += _layer(f"features.{active.name}{suffix}", args, f"features.{active.name}.args")
     return layers
+
+
+def _layers_before_sizing(sel: Selection, role: str | None) -> list[Layer]:
+    """Steps 1-3a of build_layers."""
+    variant_name = f"variants.{sel.variant_key}"
+    layers = _layer("model.base_args", get(sel.recipe, "model", "base_args"))
+    layers += _layer(f"{variant_name}.extra_args", sel.variant.get("extra_args"))
+    layers += _layer(
+        f"{variant_name}.hardware_overrides.{sel.hw.id}.extra_args",
+        get(sel.variant, "hardware_overrides", sel.hw.id, "extra_args"),
+    )
+    return layers + _strategy_args_layers(sel, role)
+
+
+def _layers_after_sizing(sel: Selection, role: str | None) -> list[Layer]:
+    """Steps 4-7 of build_layers."""
+    layers = _strategy_override_layers(sel, role)
+    layers += _hardware_layers(sel, role)
+    layers += _layer("advanced", sel.advanced_args)
+    return layers + _feature_layers(sel)
 
 
 def build_layers(
@@ -700,19 +813,13 @@ def build_layers(
        exact-GPU strategy/role blocks add on top)
     6. advanced args (user-picked)
     7. features, in the order given
+
+    Only step 3's sizing flags depend on the node rank (see render_ranks). The steps are
+    evaluated in merge order, so a malformed recipe fails with the same error as the reference.
     """
-    variant_name = f"variants.{sel.variant_key}"
-    layers = _layer("model.base_args", get(sel.recipe, "model", "base_args"))
-    layers += _layer(f"{variant_name}.extra_args", sel.variant.get("extra_args"))
-    layers += _layer(
-        f"{variant_name}.hardware_overrides.{sel.hw.id}.extra_args",
-        get(sel.variant, "hardware_overrides", sel.hw.id, "extra_args"),
-    )
-    layers += _strategy_layers(sel, role, node_role, node_rank)
-    layers += _strategy_override_layers(sel, role)
-    layers += _hardware_layers(sel, role)
-    layers += _layer("advanced", sel.advanced_args)
-    return layers + _feature_layers(sel)
+    before = _layers_before_sizing(sel, role)
+    sizing = _sizing_layers(sel, role, node_role, node_rank)
+    return before + sizing + _layers_after_sizing(sel, role)
 
 
 def flatten(layers: list[Layer]) -> list[Any]:
@@ -780,22 +887,20 @@ def _js_length(value: Any) -> int:
 def _hardware_env(sel: Selection, role: str | None, env: dict) -> None:
     """Same precedence as the args: strategy generation block replaces recipe+variant ones."""
     so, hw = sel.strategy_override, sel.hw
-    strategy_gen = generation_block(get(so, "hardware_overrides"), hw)
+    strategy_gen = sel.strategy_generation_block
     if truthy(strategy_gen):
         _assign(env, get(strategy_gen, "extra_env"))
     else:
-        _assign(env, get(generation_block(sel.recipe.get("hardware_overrides"), hw), "extra_env"))
-        _assign(env, get(generation_block(sel.variant.get("hardware_overrides"), hw), "extra_env"))
+        _assign(env, get(sel.recipe_generation_block, "extra_env"))
+        _assign(env, get(sel.variant_generation_block, "extra_env"))
     _assign(env, get(so, "hardware_overrides", hw.id, "extra_env"))
     if role:
         _assign(env, get(so, role, "hardware_overrides", hw.id, "extra_env"))
 
 
 def _feature_env(sel: Selection, env: dict) -> None:
-    for _name, feature, mode in active_features(sel):
-        override = _feature_source(feature, mode, sel.hw)
-        block = mode if mode is not None else feature
-        _assign(env, first_truthy(coalesce(override.get("env"), block.get("env")), {}))
+    for active in active_features(sel):
+        _assign(env, first_truthy(coalesce(active.override.get("env"), active.block.get("env")), {}))
 
 
 def _pd_rank_rewrite(sel: Selection, role: str, env: dict) -> None:
@@ -841,8 +946,7 @@ def build_env(sel: Selection, role: str | None = None) -> dict:
 # Rendering one command.
 
 
-@dataclass(frozen=True)
-class Rendered:
+class Rendered(NamedTuple):
     command: str
     argv: list[Any]
 
@@ -850,8 +954,28 @@ class Rendered:
 def render(
     sel: Selection, role: str | None = None, node_role: str | None = None, node_rank: int = 1
 ) -> Rendered:
-    args = flatten(build_layers(sel, role, node_role, node_rank))
-    return Rendered(shell.format_command(sel.model_id, args), shell.format_argv(sel.model_id, args))
+    return _render_args(sel, flatten(build_layers(sel, role, node_role, node_rank)))
+
+
+def _render_args(sel: Selection, args: list[Any]) -> Rendered:
+    return Rendered(*shell.render_serve(sel.model_id, args))
+
+
+def render_ranks(sel: Selection, ranks: list[int]) -> tuple[Rendered, list[Rendered]]:
+    """(head, one Rendered per follower rank) of a multi-node selection.
+
+    Same as render(sel, None, "head") and render(sel, None, "worker", rank) for each rank, but
+    the rank-independent layers are built once and only the sizing flags are rebuilt per rank.
+    """
+    before = flatten(_layers_before_sizing(sel, None))
+    head_sizing = flatten(_sizing_layers(sel, None, "head", 1))
+    after = flatten(_layers_after_sizing(sel, None))
+    head = _render_args(sel, before + head_sizing + after)
+    workers = [
+        _render_args(sel, before + flatten(_sizing_layers(sel, None, "worker", rank)) + after)
+        for rank in ranks
+    ]
+    return head, workers
 
 
 def follower_ranks(nodes: Any) -> list[int]:
@@ -894,18 +1018,18 @@ def _base_result(sel: Selection, env: dict, meta: shell.DockerMeta, deploy_type:
     }
 
 
-def _pd_role_result(sel: Selection, role: str, meta: shell.DockerMeta) -> dict:
+def _pd_role_result(sel: Selection, role: str, role_meta: dict, meta: shell.DockerMeta) -> dict:
     rendered = render(sel, role)
     env = build_env(sel, role)
-    out = {"command": rendered.command, "argv": rendered.argv, "env": env, **pd_role_meta(sel, role)}
+    out = {"command": rendered.command, "argv": rendered.argv, "env": env, **role_meta}
     return {**out, **shell.dockerize(rendered.command, rendered.argv, env, meta, PD_PORTS[role])}
 
 
 def _pd_result(sel: Selection, meta: shell.DockerMeta) -> dict:
     p_meta, d_meta = pd_role_meta(sel, "prefill"), pd_role_meta(sel, "decode")
     router_config = first_truthy(sel.strategy.get("router"), {"policy": "round_robin"})
-    prefill = _pd_role_result(sel, "prefill", meta)
-    decode = _pd_role_result(sel, "decode", meta)
+    prefill = _pd_role_result(sel, "prefill", p_meta, meta)
+    decode = _pd_role_result(sel, "decode", d_meta, meta)
     return {
         **_base_result(sel, {}, meta, "pd_cluster"),
         "prefill": prefill,
@@ -921,8 +1045,7 @@ def _multi_node_result(sel: Selection, meta: shell.DockerMeta) -> dict:
     The API also has singular worker_* keys equal to element 0 of the plural lists; the compat
     format omits them, and so do we.
     """
-    head = render(sel, None, "head")
-    workers = [render(sel, None, "worker", r) for r in follower_ranks(sel.node_count)]
+    head, workers = render_ranks(sel, follower_ranks(sel.node_count))
     env = build_env(sel)
     head_docker = shell.dockerize(head.command, head.argv, env, meta)
     worker_dockers = [shell.dockerize(w.command, w.argv, env, meta) for w in workers]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from recipe_ledger.errors import ResolutionError
@@ -69,7 +70,8 @@ def is_flag(token: Any) -> bool:
 
 def drop_falsy(args: list[Any]) -> list[Any]:
     """args.filter(Boolean): the builder silently drops "", 0, false and null entries."""
-    return [a for a in args if _js_truthy_scalar(a)]
+    # Nearly every token is a non-empty string: test that inline before the general rule.
+    return [a for a in args if (a != "" if a.__class__ is str else _js_truthy_scalar(a))]
 
 
 def _js_truthy_scalar(value: Any) -> bool:
@@ -109,22 +111,26 @@ def dedupe_args(args: list[Any]) -> list[Any]:
     """Last-wins dedupe by flag name: a later layer's `--flag v2` removes an earlier `--flag v1`.
 
     The surviving occurrence keeps its own (later) position; positionals always survive.
+    Same units as split_units, walked backwards in one pass: since a flag is never a value, a
+    non-flag token is the value of the token before it exactly when that token is a flag; so a
+    non-flag is held until the next token back says which it is.
     """
-    units = split_units(args)
     seen: set[Any] = set()
-    keep = [False] * len(units)
-    for i in range(len(units) - 1, -1, -1):
-        unit = units[i]
-        if unit[0] == "pos":
-            keep[i] = True
-        elif unit[1] not in seen:
-            seen.add(unit[1])
-            keep[i] = True
-    out: list[Any] = []
-    for unit, kept in zip(units, keep, strict=False):
-        if kept:
-            out.extend(unit[1:])
-    return out
+    kept_reversed: list[Any] = []
+    held: list[Any] = []  # the non-flag just passed: a value if a flag comes next, else positional
+    for token in reversed(args):
+        if isinstance(token, str) and token.startswith("-"):  # is_flag, inlined: runs per token
+            if token not in seen:
+                seen.add(token)
+                kept_reversed += held
+                kept_reversed.append(token)
+            held = []  # a repeated flag's value goes with it
+        else:
+            kept_reversed += held  # the held token had no flag before it: a positional
+            held = [token]
+    kept_reversed += held
+    kept_reversed.reverse()
+    return kept_reversed
 
 
 def shell_quote(value: Any) -> Any:
@@ -134,50 +140,72 @@ def shell_quote(value: Any) -> Any:
     """
     if not isinstance(value, str) or value == "":
         return value
-    if _SHELL_VAR.match(value) or _SHELL_SAFE.match(value):
+    if _SHELL_SAFE.match(value) or _SHELL_VAR.match(value):
         return value
     return "'" + value.replace("'", "'\\''") + "'"
+
+
+@lru_cache(maxsize=4096)
+def _shown_value(value: str) -> str:
+    """A flag's (string) value as the command line shows it. Cached: a corpus repeats the same
+    few hundred values thousands of times."""
+    return js_str(shell_quote(value))
 
 
 # ---------------------------------------------------------------------------
 # Command rendering.
 
 
-def _require_str(token: Any, name: str) -> str:
-    # The reference calls token.startsWith(...) here; a non-string (a YAML number in an args
-    # list) makes it throw a TypeError, which surfaces as the error text below.
-    if not isinstance(token, str):
-        raise ResolutionError(f"{name}.startsWith is not a function")
-    return token
+def _not_a_string(name: str) -> ResolutionError:
+    # The reference calls token.startsWith(...) on each token; a non-string (a YAML number in
+    # an args list) makes it throw a TypeError, which surfaces as the error text below.
+    return ResolutionError(f"{name}.startsWith is not a function")
 
 
 def command_lines(args: list[Any]) -> list[str]:
     """Deduped args as display lines: each flag on its own line, with its value beside it."""
-    filtered = dedupe_args(drop_falsy(args))
+    return _display_lines(dedupe_args(drop_falsy(args)))
+
+
+def _display_lines(kept: list[Any]) -> list[str]:
     lines: list[str] = []
-    i = 0
-    while i < len(filtered):
-        cur = _require_str(filtered[i], "cur")
-        has_next = i + 1 < len(filtered)
-        if cur.startswith("-") and has_next and not _require_str(filtered[i + 1], "next").startswith("-"):
-            lines.append(f"{cur} {js_str(shell_quote(filtered[i + 1]))}")
-            i += 2
-            continue
+    i, count = 0, len(kept)
+    while i < count:
+        cur = kept[i]
+        if not isinstance(cur, str):
+            raise _not_a_string("cur")
+        if cur.startswith("-") and i + 1 < count:
+            value = kept[i + 1]
+            if not isinstance(value, str):
+                raise _not_a_string("next")
+            if not value.startswith("-"):
+                lines.append(f"{cur} {_shown_value(value)}")
+                i += 2
+                continue
         lines.append(cur)
         i += 1
     return lines
 
 
-def format_command(model_id: Any, args: list[Any], binary: str = "vllm serve") -> str:
-    """`vllm serve MODEL \\` followed by one indented line per flag."""
-    lines = command_lines(args)
+def _command_text(model_id: Any, lines: list[str], binary: str) -> str:
     head = f"{binary} {js_str(model_id)}"
     return head if not lines else head + LINE_JOIN + LINE_JOIN.join(lines)
+
+
+def format_command(model_id: Any, args: list[Any], binary: str = "vllm serve") -> str:
+    """`vllm serve MODEL \\` followed by one indented line per flag."""
+    return _command_text(model_id, command_lines(args), binary)
 
 
 def format_argv(model_id: Any, args: list[Any]) -> list[Any]:
     """The same deduped args as a flat argv (no quoting) for spawning without a shell."""
     return ["vllm", "serve", model_id, *dedupe_args(drop_falsy(args))]
+
+
+def render_serve(model_id: Any, args: list[Any]) -> tuple[str, list[Any]]:
+    """(format_command, format_argv) of the same args, filtered and deduped once for both."""
+    kept = dedupe_args(drop_falsy(args))
+    return _command_text(model_id, _display_lines(kept), "vllm serve"), ["vllm", "serve", model_id, *kept]
 
 
 # ---------------------------------------------------------------------------
@@ -196,6 +224,9 @@ _NIGHTLY_IMAGES = {
     "tpu": "vllm/vllm-tpu:nightly",
 }
 _XPU_IMAGE = "vllm/vllm-openai-xpu:latest"
+
+# `vllm serve MODEL` at the start of a rendered command, with the line break after it.
+_SERVE_HEAD = re.compile(r"^vllm serve (\S+)\s*\\?\n?\s*")
 
 # Per-platform device flags, as display text and as argv (kept token-for-token in step).
 _GPU_FLAGS: dict[str, tuple[str, list[str]]] = {
@@ -262,6 +293,9 @@ def _is_cuda_map(value: Any) -> bool:
     return isinstance(value, dict) and ("cu129" in value or "cu130" in value)
 
 
+_BRAND_KEYS = frozenset({"nvidia", "amd", "tpu", "intel"})
+
+
 def _image_from_override(override: Any, brand_key: str) -> tuple[Any, Any]:
     """(pinned image, cuda map) that one `docker_image` declaration contributes, if any."""
     if isinstance(override, str):
@@ -269,7 +303,7 @@ def _image_from_override(override: Any, brand_key: str) -> tuple[Any, Any]:
         return (override if brand_key == "nvidia" else None), None
     if not isinstance(override, dict):
         return None, None
-    if any(k in override for k in ("nvidia", "amd", "tpu", "intel")):
+    if not override.keys().isdisjoint(_BRAND_KEYS):
         value = override.get(brand_key)
         if isinstance(value, str):
             return value, None
@@ -316,6 +350,11 @@ def _env_items(env: dict) -> list[tuple[str, Any]]:
     return list(env.items()) if isinstance(env, dict) else []
 
 
+def _env_assignments(env: dict) -> list[str]:
+    """KEY=value for each variable, as both the command text and the argv pass them to -e."""
+    return [f"{k}={js_str(v)}" for k, v in _env_items(env)]
+
+
 def _extra_mounts(model_id: Any, env: dict) -> list[str]:
     """Bind mounts beyond the HF cache: a local model directory, and any *_CONFIG_PATH file."""
     mounts = [f"{model_id}:{model_id}:ro"] if isinstance(model_id, str) and model_id.startswith("/") else []
@@ -326,10 +365,18 @@ def _extra_mounts(model_id: Any, env: dict) -> list[str]:
 def docker_command(command: str, env: dict, meta: DockerMeta, port: int | None = None) -> str:
     """Wrap a rendered `vllm serve MODEL ...` in `docker run`: the image's entrypoint is
     `vllm serve`, so MODEL and the flags become the container's CMD."""
+    return _docker_command(command, env, _env_assignments(env), meta, port)
+
+
+def _docker_command(
+    command: str, env: dict, assignments: list[str], meta: DockerMeta, port: int | None
+) -> str:
     port = port or 8000
-    match = re.match(r"^vllm serve (\S+)", command)
+    # The reference takes the model from `^vllm serve (\S+)` and the body by deleting
+    # `^vllm serve \S+\s*\\?\n?\s*`: the same match, read twice.
+    match = _SERVE_HEAD.match(command)
     model_id = match.group(1) if match else "MODEL"
-    serve_body = re.sub(r"^vllm serve \S+\s*\\?\n?\s*", "", command, count=1)
+    serve_body = command[match.end() :] if match else command
     mounts = _extra_mounts(model_id, env)
     prereq = (
         f"# {model_id} must already exist on the host — bind-mounted read-only below.\n"
@@ -342,13 +389,19 @@ def docker_command(command: str, env: dict, meta: DockerMeta, port: int | None =
         "-v ~/.cache/huggingface:/root/.cache/huggingface",
     ]
     lines += [f"-v {m}" for m in mounts]
-    lines += [f"-e {k}={js_str(v)}" for k, v in _env_items(env)]
+    lines += [f"-e {assignment}" for assignment in assignments]
     tail = f"{js_str(meta.image)} {model_id}" + (f"{LINE_JOIN}{serve_body}" if serve_body else "")
     return LINE_JOIN.join([*lines, tail])
 
 
 def docker_argv(argv: list[Any], env: dict, meta: DockerMeta, port: int | None = None) -> list[Any]:
     """argv companion of docker_command, ready to spawn without a shell."""
+    return _docker_argv(argv, env, _env_assignments(env), meta, port)
+
+
+def _docker_argv(
+    argv: list[Any], env: dict, assignments: list[str], meta: DockerMeta, port: int | None
+) -> list:
     port = port or 8000
     cmd_args = argv[2:] if argv[:2] == ["vllm", "serve"] else list(argv)
     out: list[Any] = [
@@ -364,14 +417,15 @@ def docker_argv(argv: list[Any], env: dict, meta: DockerMeta, port: int | None =
     ]
     for mount in _extra_mounts(cmd_args[0] if cmd_args else None, env):
         out += ["-v", mount]
-    for key, value in _env_items(env):
-        out += ["-e", f"{key}={js_str(value)}"]
+    for assignment in assignments:
+        out += ["-e", assignment]
     return [*out, meta.image, *cmd_args]
 
 
 def dockerize(command: str, argv: list[Any], env: dict, meta: DockerMeta, port: int | None = None) -> dict:
     """{docker_command, docker_argv} for one rendered command."""
+    assignments = _env_assignments(env)
     return {
-        "docker_command": docker_command(command, env, meta, port),
-        "docker_argv": docker_argv(argv, env, meta, port),
+        "docker_command": _docker_command(command, env, assignments, meta, port),
+        "docker_argv": _docker_argv(argv, env, assignments, meta, port),
     }
