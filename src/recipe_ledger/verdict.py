@@ -469,7 +469,10 @@ def _rerun_text(repeats: int | None) -> str:
     if repeats is None:
         return "rerun with more repeats"
     if repeats > MAX_REPEATS_SUGGESTED:
-        return f"more than {MAX_REPEATS_SUGGESTED} repeats per arm needed: the bar is inside this instrument's noise"
+        return (
+            f"more than {MAX_REPEATS_SUGGESTED} repeats per arm needed:"
+            " the bar is inside this instrument's noise"
+        )
     text = f"rerun with more repeats (about {repeats} per arm needed)"
     if repeats > TIGHTER_INSTRUMENT_HINT_AT:
         text += "; a tighter instrument is cheaper"
@@ -491,14 +494,20 @@ def _outcome_for_side(side: Literal["up", "down"], bar: Bar) -> Outcome:
 
 def _gate_text(agreement: Agreement, calibrated: CalibrationPoint | None) -> str:
     if not agreement.checked:
-        return "one repeat in an arm: replicate agreement cannot be checked; rerun with at least 2 repeats per arm"
+        return (
+            "one repeat in an arm: replicate agreement cannot be checked;"
+            " rerun with at least 2 repeats per arm"
+        )
     worst = agreement.worst_spread or 0.0
     text = (
         f"replicates disagree ({worst * 100:.1f}% > {agreement.threshold * 100:g}%, "
         f"{agreement.worst_arm} arm): no win or regression on this data"
     )
     if calibrated is not None and calibrated.max_spread > agreement.threshold:
-        text += f"; the A/A calibration itself spreads {calibrated.max_spread * 100:.1f}%: use a tighter instrument"
+        text += (
+            f"; the A/A calibration itself spreads {calibrated.max_spread * 100:.1f}%:"
+            " use a tighter instrument"
+        )
     return text
 
 
