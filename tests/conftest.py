@@ -9,6 +9,8 @@ import pytest
 from helpers import resources
 from helpers.resources import require
 
+pytest_plugins = ["pytester"]  # tests/unit/test_resources.py runs these hooks on a scratch suite
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 INTEGRATION = REPO_ROOT / "tests" / "integration"
 
