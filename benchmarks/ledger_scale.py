@@ -57,7 +57,8 @@ def bench_append(workdir: Path, count: int) -> None:
     print(f"append (fsync, {count} entries): median {_ms(statistics.median(timings))}, p99 {_ms(p99)}")
     git_times = sorted(_timed(lambda: gitinfo.snapshot(REPO)) for _ in range(20))
     print(
-        f"  + git snapshot per append (commit, dirty via `git status`): median {_ms(statistics.median(git_times))}"
+        "  + git snapshot per append (commit, dirty via `git status`):"
+        f" median {_ms(statistics.median(git_times))}"
     )
 
 

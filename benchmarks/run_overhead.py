@@ -19,19 +19,17 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
 
 from recipe_ledger.experiment.spec import load_experiment
 from recipe_ledger.instruments import vllm_bench
 from recipe_ledger.instruments.base import MeasureContext
 from recipe_ledger.pipeline.plan import plan_run
 from recipe_ledger.recipes.catalog import RecipeRoot
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def scratch_repo(tmp: Path) -> Path:

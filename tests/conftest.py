@@ -1,12 +1,54 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from helpers import resources
+from helpers.resources import require
+
+pytest_plugins = ["pytester"]  # tests/unit/test_resources.py runs these hooks on a scratch suite
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED = REPO_ROOT.parent / "shared"
-COMPAT = SHARED / "compat"
+INTEGRATION = REPO_ROOT / "tests" / "integration"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A misspelt name would make CI skip what it means to require: refuse it before collecting.
+    try:
+        resources.required_resources()
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: `-m "not integration"` sees the marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/integration is an integration test, whatever its module says."""
+    for item in items:
+        if item.path.is_relative_to(INTEGRATION):
+            item.add_marker(pytest.mark.integration)
+
+
+_skipped: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _skipped.append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under RECIPE_LEDGER_REQUIRE=all (CI) a skipped test is a failure: nothing skips silently."""
+    if _skipped and resources.requires_everything() and exitstatus == pytest.ExitCode.OK:
+        reporter: Any = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                f"{resources.ENV_VAR}=all but {len(_skipped)} test(s) skipped: {', '.join(_skipped[:5])}",
+                red=True,
+            )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")
@@ -16,6 +58,16 @@ def repo_root() -> Path:
 
 @pytest.fixture(scope="session")
 def compat_dir() -> Path:
-    if not (COMPAT / "vllm-recipes").is_dir():
-        pytest.skip("../shared/compat is not beside this checkout")
-    return COMPAT
+    require("compat")
+    return resources.COMPAT
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[Any]:
+    """A docker SDK client of a daemon that answers (``require("docker")``), closed at the end."""
+    require("docker")
+    import docker
+
+    client = docker.from_env()
+    yield client
+    client.close()

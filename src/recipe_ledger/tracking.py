@@ -1065,6 +1065,8 @@ def _export_readme() -> str:
         "Artifact paths are relative to this folder: start MLflow from inside it.\n\n"
         f"  cd {'<this folder>'}\n"
         f"  mlflow ui --backend-store-uri sqlite:///{DB_FILE} --port 5000\n"
-        "  # or: mlflow server --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port 5000 --workers 1\n\n"
-        "To fill a shared tracking server instead, run `ledger mlflow sync --tracking-uri URI` in the project.\n"
+        "  # or: mlflow server --backend-store-uri sqlite:///mlflow.db"
+        " --host 127.0.0.1 --port 5000 --workers 1\n\n"
+        "To fill a shared tracking server instead,"
+        " run `ledger mlflow sync --tracking-uri URI` in the project.\n"
     )

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+from helpers.resources import dvc_executable, require
+
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -32,10 +34,8 @@ COPIED = [
 
 
 def _dvc() -> str:
-    found = shutil.which("dvc", path=str(BIN)) or shutil.which("dvc")
-    if found is None:
-        pytest.skip("dvc is not installed (pip install 'recipe-ledger[publish]')")
-    return found
+    require("dvc")
+    return str(dvc_executable())
 
 
 def _run(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:

@@ -1,4 +1,4 @@
-"""The process launcher against real processes: a stdlib stand-in server (helpers/fake_server.py).
+"""The process launcher against real processes: a stdlib stand-in server (tests/helpers/fake_server.py).
 
 Nothing here sleeps on luck: every wait polls a condition with a deadline.
 """
@@ -9,12 +9,10 @@ import os
 import signal
 import socket
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers.net import free_port
 
 from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.launch import (
@@ -29,19 +27,11 @@ from recipe_ledger.launch import (
 )
 from recipe_ledger.launch.process import group_is_gone
 
-pytestmark = pytest.mark.integration
+from helpers import FAKE_SERVER
+from helpers.net import free_port
+from helpers.waiting import wait_for
 
-FAKE_SERVER = Path(__file__).parent / "helpers" / "fake_server.py"
 HOST = "127.0.0.1"
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def read_pids(pid_file: Path) -> tuple[int, int]:
@@ -131,7 +121,6 @@ def test_start_returns_a_healthy_server_and_the_block_tears_it_down(make_spec, t
 def test_boot_crash_is_classified_from_its_log_and_leaves_nothing(make_spec, tmp_path) -> None:
     pid_file = tmp_path / "pids"
     spec = make_spec("--never-healthy", "--oom-after", "0.3", "--pid-file", str(pid_file))
-    started = time.monotonic()
     with pytest.raises(BootFailure) as caught:
         ProcessLauncher().start(spec)
     failure = caught.value
@@ -139,7 +128,8 @@ def test_boot_crash_is_classified_from_its_log_and_leaves_nothing(make_spec, tmp
     assert failure.server_exit_code == 1
     assert "CUDA out of memory" in failure.log_tail
     assert str(spec.log_path) in str(failure)
-    assert time.monotonic() - started < spec.health_timeout_s / 2, "an exited server must fail fast"
+    # Failing fast is the exit being noticed, not the health timeout running out.
+    assert "server exited with status 1 before" in str(failure), "an exited server must fail fast"
     leader, _ = read_pids(pid_file)
     assert_torn_down(leader, spec.port)
 
@@ -170,11 +160,10 @@ def test_a_server_ignoring_sigterm_is_killed_with_its_group(make_spec, tmp_path)
     grace_s = 1.0
     with ProcessLauncher(stop_grace_s=grace_s).start(spec) as server:
         _, child = read_pids(pid_file)
-        started = time.monotonic()
-    took = time.monotonic() - started
     assert_torn_down(server.pgid, spec.port)
     assert pid_is_gone(child)
-    assert grace_s <= took < grace_s + 10, f"SIGKILL should follow the grace period, took {took:.2f} s"
+    # SIGTERM first (the server logs it and carries on), SIGKILL after the grace period.
+    assert "SIGTERM received and ignored" in spec.log_path.read_text()
     assert server.exit_code() == -signal.SIGKILL
 
 

@@ -14,8 +14,6 @@ from recipe_ledger.ledger import actions, gitinfo
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.ledger.verify import verify, verify_history
 
-pytestmark = pytest.mark.integration
-
 
 def _commit_all(repo: git.Repo, message: str) -> None:
     repo.git.add(A=True)

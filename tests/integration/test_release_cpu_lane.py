@@ -2,8 +2,8 @@
 
 Needs the docker daemon, the local registry, the image of scripts/build_cpu_image.sh (run here: it
 returns in seconds when the image is current, about 7 minutes from nothing), the serving venv (the
-bench client) and the tiny model. `.ci/run` provides them all and sets
-RECIPE_LEDGER_REQUIRE_CPU_LANE=1; elsewhere the tests are skipped with the reason.
+bench client) and the tiny model: ``require("cpu-lane")``. `.ci/run` provides them all and
+requires them; elsewhere the tests are skipped with the reason.
 
 - A short lane in a temporary repository, on whatever digest this box's build has: 8 container
   launches (2 A/A + 2 x 2 ABBA for the run, 2 for the reproduction), about 6 minutes.
@@ -14,45 +14,31 @@ RECIPE_LEDGER_REQUIRE_CPU_LANE=1; elsewhere the tests are skipped with the reaso
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import urllib.request
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers.net import free_port
 
 from recipe_ledger.cli import main
 from recipe_ledger.errors import StateError
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.releases import catalog, pins, reproduce
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
+from helpers.net import free_port
+from helpers.resources import SERVE_VLLM, TINY_MODEL, require
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 REPO = Path(__file__).resolve().parents[2]
-VLLM = REPO / ".venv-serve" / "bin" / "vllm"
-MODEL = REPO / ".cache" / "tiny-model"
-
-
-def _require(reason: str) -> None:
-    if os.environ.get("RECIPE_LEDGER_REQUIRE_CPU_LANE") == "1":
-        pytest.fail(reason)
-    pytest.skip(reason)
+VLLM, MODEL = SERVE_VLLM, TINY_MODEL
 
 
 @pytest.fixture(scope="module")
 def image() -> str:
     """The lane image's repository digest reference, from the (idempotent) build script."""
-    if not (VLLM.is_file() and (MODEL / "model.safetensors").is_file()):
-        _require("no serving venv or tiny model: ./dev serve-setup")
-    if subprocess.run(["docker", "info"], capture_output=True, check=False).returncode != 0:
-        _require("no docker daemon: scripts/ci/start_docker.sh")
-    try:
-        urllib.request.urlopen("http://127.0.0.1:5000/v2/", timeout=3).read()
-    except OSError:
-        _require("no registry on 127.0.0.1:5000: scripts/ci/start_registry.sh")
+    require("cpu-lane")
     built = subprocess.run(
         [str(REPO / "scripts" / "build_cpu_image.sh"), str(MODEL)],
         capture_output=True,

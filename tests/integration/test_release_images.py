@@ -1,20 +1,15 @@
 """Image pins against the real docker daemon and the local registry (scripts/ci/start_registry.sh).
 
-Uses the launcher tests' busybox image (tests/integration/test_launch_docker.py builds it): tagged
-into the registry's namespace and pushed, it gets a real repository digest. Skipped, with the
-reason, when the daemon or the registry does not answer, unless RECIPE_LEDGER_REQUIRE_DOCKER=1.
+Images like the launcher tests' (tests/helpers/images.py: static busybox plus a marker of their
+own): tagged into the registry's namespace and pushed, they get a real repository digest. Needs
+``require("docker")`` and ``require("registry")`` (tests/helpers/resources.py).
 """
 
 from __future__ import annotations
 
-import io
-import os
 import shutil
 import subprocess
-import tarfile
-import urllib.request
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -23,50 +18,19 @@ from recipe_ledger.launch import images
 from recipe_ledger.ledger.models import ImagePin
 from recipe_ledger.releases import pins
 
-docker = pytest.importorskip("docker", reason="the docker SDK is not installed (pip install docker)")
-
-pytestmark = pytest.mark.integration
-
-REGISTRY = "127.0.0.1:5000"
-
-
-def _require(reason: str) -> None:
-    if os.environ.get("RECIPE_LEDGER_REQUIRE_DOCKER") == "1":
-        pytest.fail(reason)
-    pytest.skip(reason)
+from helpers.images import build_busybox_image
+from helpers.resources import REGISTRY, require
 
 
 @pytest.fixture(scope="module")
-def client():
-    try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException as error:
-        _require(f"no docker daemon ({error}): scripts/ci/start_docker.sh")
-    try:
-        urllib.request.urlopen(f"http://{REGISTRY}/v2/", timeout=3).read()
-    except OSError as error:
-        _require(f"no registry on {REGISTRY} ({error}): scripts/ci/start_registry.sh")
-    return client
+def client(docker_client):
+    require("registry")
+    return docker_client
 
 
 def _build(client, text: str, tag: str) -> str:
     """A two-file image FROM scratch (static busybox plus a marker), so each build has its own id."""
-    if not Path("/bin/busybox").is_file():
-        _require("no /bin/busybox to build a test image from (apt-get install busybox-static)")
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in [
-            ("Dockerfile", b"FROM scratch\nCOPY busybox /bin/busybox\nCOPY marker /marker\n"),
-            ("marker", text.encode()),
-        ]:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        tar.add("/bin/busybox", arcname="busybox")
-    buffer.seek(0)
-    image, _ = client.images.build(fileobj=buffer, custom_context=True, tag=tag, rm=True)
-    return image.id
+    return build_busybox_image(client, tag, {"marker": text.encode()}).id
 
 
 def _push(tag: str) -> None:

@@ -1,137 +1,28 @@
 """`ledger run` end to end with real processes: a stand-in server and a command instrument.
 
-The stand-in (helpers/fake_server.py) boots, answers /health and stops like a server; the probe
-script reports a throughput that depends on the arm, so the verdict is known in advance. These
-tests check the wiring (calibration, ABBA, verdict, ledger entries, teardown), not vLLM.
+The stand-in (tests/helpers/pipeline.py: helpers/fake_server.py) boots, answers /health and stops
+like a server; the probe script reports a throughput that depends on the arm, so the verdict is
+known in advance. These tests check the wiring (calibration, ABBA, verdict, ledger entries,
+teardown), not vLLM.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
-from helpers.net import free_port
 
-pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[2]
-FAKE_SERVER = REPO / "tests" / "integration" / "helpers" / "fake_server.py"
-
-PROBE = textwrap.dedent("""\
-    import json, os, signal, sys, urllib.request
-    arm, point, repeat, base_url = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-    assert urllib.request.urlopen(base_url + "/health").status == 200
-    if os.environ.get("PROBE_INTERRUPT") and arm == "fast":
-        os.kill(int(os.environ["PROBE_INTERRUPT"]), signal.SIGINT)
-    speed = {"control": 100.0, "aa-control": 100.0, "fast": 130.0, "same": 100.2}[arm]
-    jitter = 1 + 0.002 * ((repeat * 7 + point) % 3 - 1)   # repeats within 0.4%: a tight instrument
-    print(json.dumps({"output_tps_total": speed * point * jitter}))
-    """)
-
-
-def experiment_yaml(port: int, candidate_flags: list[str], name: str = "fast") -> str:
-    server = [sys.executable, str(FAKE_SERVER), "--prefix-cache"]
-    return json.dumps(
-        {
-            "name": "wiring",
-            "hypothesis": "the fast arm is faster",
-            "box": "cpu-only",
-            "engine": "none",
-            "server": {"launcher": "process", "port": port, "health_timeout_s": 30},
-            "control": {"argv": server},
-            "candidates": {name: {"argv": server + candidate_flags}},
-            "instruments": [
-                {
-                    "name": "probe",
-                    "kind": "command",
-                    "command": [
-                        sys.executable,
-                        "scripts/probe.py",
-                        "{arm}",
-                        "{point}",
-                        "{repeat}",
-                        "{base_url}",
-                    ],
-                }
-            ],
-            "points": [1, 4],
-            "repeats": 2,
-            "bars": [{"metric": "output_tps_total", "point": 4, "direction": "higher", "min_effect": 0.05}],
-            "calibration": {"repeats": 2},
-        }
-    )
+from helpers.net import free_port, nothing_listens_on
+from helpers.pipeline import entries, experiment_yaml, ledger, stand_in_repo
 
 
 @pytest.fixture()
 def repo(tmp_path):
-    root = tmp_path / "repo"
-    (root / "recipes" / "boxes").mkdir(parents=True)
-    (root / "recipes" / "models").mkdir()
-    shutil.copy(REPO / "recipes" / "boxes" / "cpu-only.yaml", root / "recipes" / "boxes")
-    (root / "scripts").mkdir()
-    (root / "scripts" / "probe.py").write_text(PROBE)
-    (root / "experiments").mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    subprocess.run(
-        [
-            "git",
-            "-C",
-            str(root),
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "user.name=t",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "init",
-        ],
-        check=True,
-    )
-    ledger(root, "init")
-    return root
-
-
-def ledger(
-    root: Path, *args: str, env: dict | None = None, check: bool = True
-) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        [sys.executable, "-m", "recipe_ledger.cli", *args, "--root", str(root)]
-        if args[0] in ("init", "verify")
-        else [sys.executable, "-m", "recipe_ledger.cli", *args],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=300,
-        check=False,
-    )
-    if check:
-        assert result.returncode == 0, result.stdout + result.stderr
-    return result
-
-
-def entries(root: Path) -> list[dict]:
-    out = subprocess.run(
-        [sys.executable, "-m", "recipe_ledger.cli", "log", "--json", "--root", str(root)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return [json.loads(line) for line in out.stdout.splitlines()]
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) != 0
+    return stand_in_repo(tmp_path)
 
 
 def test_a_run_calibrates_measures_abba_and_records_a_win(repo):
@@ -149,7 +40,7 @@ def test_a_run_calibrates_measures_abba_and_records_a_win(repo):
     (bar,) = record["bars"]
     assert bar["outcome"] == "win" and 0.25 < bar["effect"] < 0.35
     assert result_entry["git"]["scripts"]["scripts/probe.py"]  # the probe's blob hash is pinned
-    assert port_free(port)
+    assert nothing_listens_on(port)
     ledger(repo, "verify")
 
 
@@ -170,7 +61,7 @@ def test_a_boot_failure_leaves_a_failure_entry_and_no_process(repo):
     failure = entries(repo)[-1]
     assert failure["kind"] == "failure" and failure["payload"]["cause_class"] == "oom"
     assert "out of memory" in failure["payload"]["log_tail"].lower()
-    assert port_free(port)
+    assert nothing_listens_on(port)
 
 
 def test_ctrl_c_during_a_sweep_stops_everything_and_is_recorded(repo):
@@ -197,7 +88,7 @@ def test_ctrl_c_during_a_sweep_stops_everything_and_is_recorded(repo):
     assert runner.returncode == 130, out + err
     failure = entries(repo)[-1]
     assert failure["kind"] == "failure" and "interrupted" in failure["payload"]["cause"]
-    assert port_free(port)
+    assert nothing_listens_on(port)
     leftovers = subprocess.run(
         ["pgrep", "-f", f"fake_server.py.*{port}"], capture_output=True, text=True, check=False
     )
@@ -224,7 +115,7 @@ def test_a_server_that_never_becomes_healthy(repo):
     )
     failure = failure_after(repo, 5)(ledger(repo, "run", "experiments/x.yaml", "--no-mlflow", check=False))
     assert failure["payload"]["cause_class"] == "hang"
-    assert port_free(port)
+    assert nothing_listens_on(port)
 
 
 def test_a_server_that_dies_in_the_middle_of_a_sweep(repo):
@@ -238,7 +129,7 @@ def test_a_server_that_dies_in_the_middle_of_a_sweep(repo):
     )
     failure = failure_after(repo, 5)(ledger(repo, "run", "experiments/x.yaml", "--no-mlflow", check=False))
     assert failure["payload"]["conditions"]["stage"] == "measurement"
-    assert port_free(port)
+    assert nothing_listens_on(port)
 
 
 def test_a_port_in_use_is_refused_before_launching_and_recorded(repo):

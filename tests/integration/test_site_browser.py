@@ -4,19 +4,16 @@ Built from a temporary copy of the project with hostile input planted, served ov
 localhost. Clicking through the command builder must show exactly what `ledger recipe command`
 prints; no page logs a console error; a planted <script> never runs.
 
-Skipped when chromium, chromedriver or selenium is missing, unless RECIPE_LEDGER_REQUIRE_BROWSER=1.
+Needs chromium, chromedriver and selenium: ``require("browser")`` (tests/helpers/resources.py).
 """
 
 from __future__ import annotations
 
 import functools
 import http.server
-import importlib.util
 import json
-import os
 import random
 import shutil
-import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -27,35 +24,16 @@ from click.testing import CliRunner
 from recipe_ledger.cli import main
 from recipe_ledger.site import build_site
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+from helpers.projects import make_project
+from helpers.resources import CHROMEDRIVER, CHROMIUM, require
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-UNIT = Path(__file__).resolve().parents[1] / "unit"
-
-
-def _missing() -> str | None:
-    if not Path(CHROMIUM).is_file() or not Path(CHROMEDRIVER).is_file():
-        return "Debian's chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)"
-    if importlib.util.find_spec("selenium") is None:
-        return "selenium is not installed (pip install selenium)"
-    return None
-
-
-def _skip_or_fail() -> None:
-    reason = _missing()
-    if reason and os.environ.get("RECIPE_LEDGER_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"RECIPE_LEDGER_REQUIRE_BROWSER=1 but {reason}")
-    if reason:
-        pytest.skip(reason)
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """(base URL, project) of a planted project's site served on localhost."""
-    _skip_or_fail()
-    sys.path.insert(0, str(UNIT))
-    from test_site import make_project  # the unit tests' project builder, hostile input included
-
+    require("browser")
     project = make_project(tmp_path_factory.mktemp("browser") / "project", plants=True)
     build_site(project, project / "site")
     handler = functools.partial(_QuietHandler, directory=str(project / "site"))
@@ -73,12 +51,12 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def browser():
-    _skip_or_fail()
+    require("browser")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
+    options.binary_location = str(CHROMIUM)
     profile = tempfile.mkdtemp(prefix="chromium-profile-")
     for flag in (
         "--headless",
@@ -94,7 +72,7 @@ def browser():
     ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     yield driver
     driver.quit()
     shutil.rmtree(profile, ignore_errors=True)

@@ -1,6 +1,6 @@
 """`ledger mlflow sync` against real MLflow stores: a local SQLite file and a tracking server over HTTP.
 
-The stand-in pipeline of test_run_pipeline.py (a fake server, a probe script) produces a real
+The stand-in pipeline (tests/helpers/pipeline.py: a fake server, a probe script) produces a real
 ledger and run folder; these tests index them and read back what MLflow holds.
 """
 
@@ -17,25 +17,23 @@ from pathlib import Path
 
 import pytest
 
-mlflow = pytest.importorskip(
-    "mlflow", reason="MLflow is not installed: pip install 'recipe-ledger[tracking]'"
-)
-
-import test_run_pipeline as pipeline
-
-# Shared with the pipeline's own tests: a git repository with a ledger, the cpu-only box and a probe script.
-repo = pipeline.repo
-entries, experiment_yaml, free_port, ledger = (
-    pipeline.entries,
-    pipeline.experiment_yaml,
-    pipeline.free_port,
-    pipeline.ledger,
-)
-
-pytestmark = pytest.mark.integration
+from helpers.net import free_port
+from helpers.pipeline import entries, experiment_yaml, ledger, stand_in_repo
+from helpers.resources import require
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 SERVER_START_S = 90
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _mlflow_installed() -> None:
+    require("mlflow")
+
+
+@pytest.fixture()
+def repo(tmp_path: Path) -> Path:
+    """The pipeline's own: a git repository with a ledger, the cpu-only box and a probe script."""
+    return stand_in_repo(tmp_path)
 
 
 @pytest.fixture(autouse=True)
@@ -44,6 +42,8 @@ def _no_ambient_tracking_uri(monkeypatch):
 
 
 def client(uri: str):
+    import mlflow  # after require("mlflow"): the module is importable only with the tracking extra
+
     return mlflow.MlflowClient(uri)
 
 
@@ -107,9 +107,7 @@ def assert_result_run(uri: str, result_entry: dict) -> str:
 def test_sync_indexes_a_run_once_and_mirrors_a_retraction(repo):
     run_experiment(repo)
     uri = local_uri(repo)
-    started = time.monotonic()
     first = sync(repo)
-    first_s = time.monotonic() - started
     assert first.startswith("2 created, 0 updated, 0 unchanged"), first
     _calibration_entry, result_entry = entries(repo)
     run_id = assert_result_run(uri, result_entry)
@@ -129,7 +127,6 @@ def test_sync_indexes_a_run_once_and_mirrors_a_retraction(repo):
     assert "the probe was miscalibrated" in run.data.tags["ledger.status_note"]
     assert {k.data.tags["ledger.status"] for k in children(uri, run_id)} == {"retracted"}
     assert len(parent_runs(uri)) == 2
-    print(f"first sync {first_s:.1f}s")
 
 
 def test_ledger_run_indexes_at_once_and_a_failure_gets_its_cause(repo):
@@ -255,7 +252,6 @@ def test_sync_over_http_to_a_tracking_server_with_proxied_artifacts(repo, tmp_pa
 
 
 def test_a_server_that_does_not_answer_fails_fast_and_says_the_ledger_is_safe(repo):
-    started = time.monotonic()
     result = ledger(
         repo,
         "mlflow",
@@ -267,5 +263,6 @@ def test_a_server_that_does_not_answer_fails_fast_and_says_the_ledger_is_safe(re
         check=False,
     )
     assert result.returncode == 3, result.stdout + result.stderr
+    # "does not answer" is the reachability check's refusal, made before MLflow's client is used:
+    # failing fast is that path being taken, not a timing (MLflow's own retries take minutes).
     assert "does not answer" in result.stderr and "nothing was lost" in result.stderr
-    assert time.monotonic() - started < 30

@@ -1,8 +1,7 @@
 """`ledger run` against the real system under test: vLLM's CPU build serving the tiny model.
 
 Needs the serving venv and the tiny model (scripts/setup_serve_venv.sh, scripts/make_tiny_model.py;
-`.ci/run` makes both). Skipped when they are absent, unless RECIPE_LEDGER_REQUIRE_VLLM=1 (CI),
-where their absence is a failure.
+`./dev serve-setup` makes both): ``require("vllm")``, skipped without them unless required (CI).
 """
 
 from __future__ import annotations
@@ -10,29 +9,24 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers.net import free_port
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+from helpers.net import free_port, nothing_listens_on
+from helpers.resources import SERVE_VLLM, TINY_MODEL, require
+
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-VLLM = REPO / ".venv-serve" / "bin" / "vllm"
-MODEL = REPO / ".cache" / "tiny-model"
+VLLM, MODEL = SERVE_VLLM, TINY_MODEL
 
 
 @pytest.fixture(scope="module", autouse=True)
-def serving_environment():
-    if VLLM.is_file() and (MODEL / "model.safetensors").is_file():
-        return
-    message = "no serving venv or tiny model: run scripts/setup_serve_venv.sh and scripts/make_tiny_model.py"
-    if os.environ.get("RECIPE_LEDGER_REQUIRE_VLLM") == "1":
-        pytest.fail(message)
-    pytest.skip(message)
+def serving_environment() -> None:
+    require("vllm")
 
 
 @pytest.fixture()
@@ -120,8 +114,7 @@ def test_a_real_vllm_run_records_numbers_server_counters_and_cleans_up(repo):
     assert metrics["control.c4.output_tps_total"] > 1.3 * metrics["single_sequence.c4.output_tps_total"]
     assert "control.c4.server.prefix_cache_hit_rate" in metrics  # /metrics was read around the point
     assert payload["experiment"]["instruments"]["bench"].startswith("vllm 0.32")
-    with socket.socket() as sock:
-        assert sock.connect_ex(("127.0.0.1", port)) != 0  # the port is free again
+    assert nothing_listens_on(port)  # the port is free again
     leftovers = subprocess.run(
         ["pgrep", "-f", f"vllm serve .*--port {port}"], capture_output=True, text=True, check=False
     )

@@ -176,10 +176,12 @@ def test_expected_unique_experts_formula(epb):
 
 
 def test_byte_accounting(epb):
-    H, I, E = 5120, 1536, 384
-    assert epb.expert_bytes(H, I) == 3 * H * I * 2 == 47_185_920
-    assert epb.layer_bytes(E, H, I) == E * 3 * H * I * 2 == 18_119_393_280
-    assert epb.layer_bytes(E, H, I, dtype_bytes=1) * 2 == epb.layer_bytes(E, H, I)
+    hidden, inter, experts = 5120, 1536, 384
+    assert epb.expert_bytes(hidden, inter) == 3 * hidden * inter * 2 == 47_185_920
+    assert epb.layer_bytes(experts, hidden, inter) == experts * 3 * hidden * inter * 2 == 18_119_393_280
+    assert epb.layer_bytes(experts, hidden, inter, dtype_bytes=1) * 2 == epb.layer_bytes(
+        experts, hidden, inter
+    )
 
 
 def test_link_bytes_per_arm(epb):

@@ -14,11 +14,14 @@ from recipe_ledger.errors import InputError, LedgerError
 from recipe_ledger.launch import BOOT_CAUSES, BootFailure, LaunchSpec, classify_boot_failure
 from recipe_ledger.launch.failures import read_log, redacted_tail
 
+from helpers.resources import require
+
 VLLM_CUDA_OOM = """\
 INFO 11-29 02:14:07 [gpu_model_runner.py:2301] Loading model from scratch...
 ERROR 11-29 02:15:41 [core.py:708] EngineCore failed to start.
 ERROR 11-29 02:15:41 [core.py:708] Traceback (most recent call last):
-ERROR 11-29 02:15:41 [core.py:708]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 699
+ERROR 11-29 02:15:41 [core.py:708]   File "/usr/local/lib/python3.12/dist-packages/\
+vllm/v1/engine/core.py", line 699
 ERROR 11-29 02:15:41 [core.py:708] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. \
 GPU 0 has a total capacity of 139.81 GiB of which 2.11 GiB is free.
 RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}
@@ -35,7 +38,8 @@ VLLM_NEGATIVE_KV_ONLY = "INFO 11-29 02:20:13 [gpu_worker.py:276] Available KV ca
 VLLM_MAX_LEN_TOO_BIG = """\
 ValueError: To serve at least one request with the models's max seq len (1048576), (5.50 GiB KV cache is \
 needed, which is larger than the available KV cache memory (3.12 GiB). Based on the available memory, the \
-estimated maximum model length is 612000. Try increasing `gpu_memory_utilization` or decreasing `max_model_len`
+estimated maximum model length is 612000. Try increasing `gpu_memory_utilization` or decreasing \
+`max_model_len`
 """
 
 ARGPARSE_UNRECOGNIZED = """\
@@ -238,7 +242,7 @@ def test_spec_accepts_gpu_counts_and_published_ports() -> None:
 
 
 def test_container_options_follow_the_seed_docker_run_shape() -> None:
-    pytest.importorskip("docker", reason="the docker SDK is not installed")
+    require("docker-sdk")
     from recipe_ledger.launch.containers import container_options
 
     spec = make_spec(
@@ -265,7 +269,7 @@ def test_container_options_follow_the_seed_docker_run_shape() -> None:
 
 
 def test_container_options_for_a_gpu_count_and_a_bridge_network() -> None:
-    pytest.importorskip("docker", reason="the docker SDK is not installed")
+    require("docker-sdk")
     from recipe_ledger.launch.containers import container_options
 
     two_gpus = container_options(make_spec(image="img", gpus=2, network="bridge", container_port=8000), "x")
@@ -297,7 +301,7 @@ def test_cleanup_selects_one_run_or_everything_the_tool_manages() -> None:
 
 
 def test_an_unreachable_daemon_is_docker_unavailable_with_the_next_command(monkeypatch) -> None:
-    pytest.importorskip("docker", reason="the docker SDK is not installed")
+    require("docker-sdk")
     from recipe_ledger.launch.containers import connect
 
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")

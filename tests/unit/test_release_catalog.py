@@ -1,5 +1,5 @@
-"""Release payload v2, the imported Sixty-K Agent lane, and `ledger release list|show|diff` / `ledger reproduce`
-on it (the committed seed chain, copied: nothing here writes to the project's ledger)."""
+"""Release payload v2, the imported Sixty-K Agent lane, and `ledger release list|show|diff` /
+`ledger reproduce` on it (the committed seed chain, copied: nothing here writes to the project's ledger)."""
 
 from __future__ import annotations
 

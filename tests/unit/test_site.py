@@ -4,8 +4,6 @@ builder's data against the CLI, retractions, plants that must stay text, and bad
 from __future__ import annotations
 
 import json
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,79 +12,12 @@ from click.testing import CliRunner
 
 from recipe_ledger.cli import main
 from recipe_ledger.errors import StateError
-from recipe_ledger.ledger import actions, chain
-from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.site import build_site
 from recipe_ledger.site.build import MAX_SHOWN_CHARS, slugify
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_tables import REPO, fixed_ledger
+from helpers.projects import PLANT, REPO, TOKEN, make_project
 
 GOLDEN_SITE = REPO / "tests" / "golden" / "tables" / "site-json"
-PLANT = "<script>window.__planted = 1</script>"
-TOKEN = "hf_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4"  # token-shaped: must never reach the site
-
-
-def make_project(root: Path, *, plants: bool = False) -> Path:
-    """A project with the fixed ledger prefix and this repository's recipes (+ hostile input)."""
-    fixed_ledger(root)
-    shutil.copytree(REPO / "recipes", root / "recipes")
-    if plants:
-        plant_bad_input(root)
-    return root
-
-
-def plant_bad_input(root: Path) -> None:
-    tiny = (root / "recipes" / "models" / "recipe-ledger" / "tiny-qwen2.yaml").read_text(encoding="utf-8")
-    folder = root / "recipes" / "models" / "plänt"
-    folder.mkdir()
-    hostile = (
-        tiny.replace('title: "Tiny random Qwen2 (CPU)"', 'title: "Plänt <b>bold</b> 模型"')
-        .replace('slug: "tiny-qwen2"', 'slug: "plant-model"')
-        .replace('description: "An 11M', f'description: "{PLANT.replace(chr(34), "")} Ünïcödé 模型 & an 11M')
-    )
-    hostile = hostile.replace(
-        "  ## Overview\n",
-        f'  ## Overview ✓\n\n  {PLANT}\n\n  <img src=x onerror="window.__img=1">\n'
-        "\n  [click](javascript:window.__link=1)\n",
-    )
-    (folder / "模型-plant.yaml").write_text(hostile, encoding="utf-8")
-    broken = tiny.replace('slug: "tiny-qwen2"', 'slug: "broken-guide"').replace(
-        "guide: |", "guide:\n  - 1\n  - 2\nunused: |"
-    )
-    (folder / "broken-guide.yaml").write_text(broken, encoding="utf-8")
-    ledger = Ledger.open(root)
-    note = actions.note(ledger, f"{PLANT} a note in Ünïcödé, 模型", writer="box-plant")
-    actions.retract(ledger, note["id"], reason=f"retracted {PLANT}", writer="box-plant")
-    write_raw_entry(
-        root,
-        "box-huge",
-        {
-            "schema_version": 1,
-            "kind": "note",
-            "title": "huge",
-            "text": f"{TOKEN} <script>window.__huge=1</script> " + "x" * 300_000,
-        },
-    )
-
-
-def write_raw_entry(root: Path, writer: str, payload: dict) -> str:
-    """An entry written by another tool, past `append`'s size cap and redaction (verify accepts it)."""
-    payload = {k: v for k, v in payload.items() if k != "kind"}
-    body = {
-        "v": 1,
-        "seq": 0,
-        "prev": None,
-        "writer": writer,
-        "kind": "note",
-        "refs": [],
-        "ts": "2026-12-01T00:00:00.000000Z",
-        "payload": payload,
-        "git": None,
-    }
-    entry_id, line = chain.encode_line(body)
-    (root / "ledger" / f"{writer}.jsonl").write_bytes(line)
-    return entry_id
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,22 +13,9 @@ from recipe_ledger.errors import StateError
 from recipe_ledger.ledger import actions
 from recipe_ledger.ledger.store import Ledger
 
-REPO = Path(__file__).resolve().parents[2]
+from helpers.projects import REPO, fixed_ledger
+
 GOLDEN = REPO / "tests" / "golden" / "tables"
-# Chains only ever grow, so their first lines are a fixture that never changes: the seed's
-# imported campaign and the H200 expert-placement study (calibrations + the result).
-FIXED_PREFIX = {"seed-000.jsonl": 18, "h200-lent.jsonl": 3, "cpu-ci-box.jsonl": 10}
-
-
-def fixed_ledger(root: Path) -> Path:
-    """A project at ``root`` whose ledger holds the fixed prefix of the real chains."""
-    (root / "ledger").mkdir(parents=True)
-    for name in ("format.json", ".gitattributes"):
-        shutil.copyfile(REPO / "ledger" / name, root / "ledger" / name)
-    for name, count in FIXED_PREFIX.items():
-        lines = (REPO / "ledger" / name).read_bytes().splitlines(keepends=True)[:count]
-        (root / "ledger" / name).write_bytes(b"".join(lines))
-    return root
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from recipe_ledger.cli.output import print_json, print_json_line, print_table
+from recipe_ledger.cli.render_command import render
 from recipe_ledger.recipes.boxes import list_boxes as list_boxes_in
 from recipe_ledger.recipes.catalog import RecipeRoot, default_root
 from recipe_ledger.recipes.command import CommandRequest, resolve_for_people, text_for_people
@@ -249,8 +250,6 @@ def print_fit(report: FitReport, resolved) -> None:
     for note in report.assumptions:
         click.echo(f"  - {note}")
 
-
-from recipe_ledger.cli.render_command import render
 
 recipe.add_command(render)
 

@@ -1,6 +1,7 @@
 """Launch a server in a docker container: the 000 seed's ``docker run`` shape, through the docker SDK.
 
-``docker run -d --gpus all --ipc host --network host --ulimit memlock=-1 --cap-add IPC_LOCK -v ... IMAGE ARGV``
+``docker run -d --gpus all --ipc host --network host --ulimit memlock=-1 --cap-add IPC_LOCK \
+-v ... IMAGE ARGV``
 
 This is the only module of the package that talks to docker, and it imports the SDK lazily so that
 ``recipe_ledger`` imports (and the process launcher works) on a box without it.

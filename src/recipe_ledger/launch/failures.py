@@ -39,7 +39,8 @@ _OOM_PATTERNS = (
 _OOM = re.compile("|".join(_OOM_PATTERNS), re.IGNORECASE)
 # argparse's own words: vLLM (and most Python servers) reject flags through it.
 _REJECTED_FLAG = re.compile(
-    r"error: unrecognized arguments|invalid choice:|error: argument --|error: the following arguments are required"
+    r"error: unrecognized arguments|invalid choice:|error: argument --"
+    r"|error: the following arguments are required"
 )
 _PORT_IN_USE = re.compile(r"address already in use|\[Errno 98\]|port is already allocated", re.IGNORECASE)
 
@@ -109,7 +110,8 @@ def read_log(path: Path, start_offset: int = 0, max_bytes: int = 1 << 20) -> str
 def hint_for(cause: BootCause, log_path: Path, port: int) -> str:
     """The next command a person should run for each cause."""
     return {
-        "out_of_memory": f"tail -n 80 {log_path}  # then lower --gpu-memory-utilization/--max-model-len or offload more",
+        "out_of_memory": f"tail -n 80 {log_path}"
+        "  # then lower --gpu-memory-utilization/--max-model-len or offload more",
         "rejected_flag": f"tail -n 80 {log_path}  # the flag is not known to this server version",
         "port_in_use": f"ss -ltnp 'sport = :{port}'",
         "timeout": f"tail -n 80 {log_path}  # or raise health_timeout_s if the boot was still progressing",

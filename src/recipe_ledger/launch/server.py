@@ -134,7 +134,8 @@ class RunningServer(ABC):
     def _confirm_port_released(self) -> None:
         if not wait_port_free(self.spec.host, self.spec.port, PORT_RELEASE_TIMEOUT_S):
             raise StateError(
-                f"port {self.spec.port} is still in use {PORT_RELEASE_TIMEOUT_S:g} s after the server was stopped",
+                f"port {self.spec.port} is still in use {PORT_RELEASE_TIMEOUT_S:g} s"
+                " after the server was stopped",
                 where=f"{self.spec.host}:{self.spec.port}",
                 hint=f"ss -ltnp 'sport = :{self.spec.port}'",
             )

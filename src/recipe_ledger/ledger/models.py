@@ -5,7 +5,8 @@ read by upgrading a *copy* step by step (``register_upgrade``), asv-style: versi
 -> the current model. A payload newer than this tool knows is refused with a clear message rather
 than half-read; the stored line is untouched either way.
 
-To extend a kind (as release v2 did for full release pins): add the fields to a new model with ``schema_version: Literal[2]``, register an upgrade from 1, and point
+To extend a kind (as release v2 did for full release pins): add the fields to a new model with
+``schema_version: Literal[2]``, register an upgrade from 1, and point
 ``MODELS`` at the new model. Entries written under version 1 keep verifying byte for byte.
 
 The envelope around a payload (id, seq, prev, writer, ts, git, refs) is described by ``Envelope``;

@@ -88,8 +88,8 @@ _FAILURES = [
         {
             "subject": SUBJECT,
             "cause_class": "no-boot",
-            "cause": "With 55 GiB of routed-expert weights offloaded to Grace (--cpu-offload-gb 55) the server "
-            "does not boot at the full 1M-token context (--max-model-len 1048576).",
+            "cause": "With 55 GiB of routed-expert weights offloaded to Grace (--cpu-offload-gb 55) the "
+            "server does not boot at the full 1M-token context (--max-model-len 1048576).",
             "conditions": {"cpu_offload_gb": 55, "max_model_len": 1048576},
             "fix": "Offload 60 GiB (the setting from v12 on); 70 also boots, about 12% slower.",
         },
@@ -111,11 +111,12 @@ _FAILURES = [
         {
             "subject": SUBJECT,
             "cause_class": "slow-boot",
-            "cause": "Changing almost any launch flag makes the kernel autotuner treat the box as new hardware "
-            "and re-tune for 74 minutes before serving; it happened four times in one day.",
+            "cause": "Changing almost any launch flag makes the kernel autotuner treat the box as new "
+            "hardware and re-tune for 74 minutes before serving; it happened four times in one day.",
             "minutes_lost": 296.0,
             "conditions": {"autotune_minutes": 74, "occurrences_in_one_day": 4},
-            "fix": "Seed the kernel-autotune cache before launch; a py-spy stack dump tells tuning from a hang.",
+            "fix": "Seed the kernel-autotune cache before launch; a py-spy stack dump "
+            "tells tuning from a hang.",
         },
     ),
     SeedEntry(
@@ -124,8 +125,8 @@ _FAILURES = [
         {
             "subject": SUBJECT,
             "cause_class": "slow-boot",
-            "cause": "Running with the model on a network share instead of local disk turned an 8-minute boot "
-            "into a 92-minute one.",
+            "cause": "Running with the model on a network share instead of local disk turned an 8-minute "
+            "boot into a 92-minute one.",
             "minutes_lost": 84.0,
             "conditions": {"boot_minutes_local_disk": 8, "boot_minutes_network_share": 92},
             "fix": "Keep the model on local disk.",
@@ -175,10 +176,10 @@ _NOTES = [
         "note",
         {
             "title": "Closed door: prefetching experts from draft-token routing",
-            "text": "If the drafter's guessed tokens told us which experts the next step routes to, their weights "
-            "could be fetched early. Measured on GLM-5.3 the same week: draft-token routing predicted the "
-            "next step's expert selection 3.16% of the time against 3.12% by chance. The drafter knows "
-            "the token, not the expert.",
+            "text": "If the drafter's guessed tokens told us which experts the next step routes to, their "
+            "weights could be fetched early. Measured on GLM-5.3 the same week: draft-token routing "
+            "predicted the next step's expert selection 3.16% of the time against 3.12% by chance. The "
+            "drafter knows the token, not the expert.",
             "numbers": {"predicted_pct": 3.16, "chance_pct": 3.12},
             "tags": ["closed-door", "speculative-decoding", "glm-5.3"],
         },
@@ -188,8 +189,8 @@ _NOTES = [
         "note",
         {
             "title": "Speculation costs expert bytes: a k=5 verify window touches 3.7x the unique experts",
-            "text": "A k=5 speculative verify window touches 3.7 times the unique experts of a single token, so "
-            "on this box drafting multiplies expert fetches. This is why the speculation schedule drops "
+            "text": "A k=5 speculative verify window touches 3.7 times the unique experts of a single token, "
+            "so on this box drafting multiplies expert fetches. This is why the speculation schedule drops "
             "from 5 draft tokens to 1 once 5-16 streams share the GPU.",
             "numbers": {"k": 5.0, "unique_expert_multiplier": 3.7},
             "tags": ["closed-door", "speculative-decoding"],
@@ -200,11 +201,12 @@ _NOTES = [
         "note",
         {
             "title": "Closed door: layer-copy expert offload (3.3 tok/s) against row-level UVA (85 tok/s)",
-            "text": "Layer-granular offload (SGLang's OffloaderV2: copy a whole offloaded layer's expert tensor "
-            "to the GPU each step, then drop it) reached 3.3 tok/s on V4.1 against 85 tok/s with vLLM's "
-            "row-level UVA reads; on GLM-5.3 1.4 against 33. With 6.7 GB per layer, 15 offloaded layers "
-            "and a ~330 GB/s link that is ~100 GB and ~300 ms per token: the algorithm, not a flag. Not a "
-            "verdict on SGLang, which booted the model here first and whose Engram host-table path works.",
+            "text": "Layer-granular offload (SGLang's OffloaderV2: copy a whole offloaded layer's expert "
+            "tensor to the GPU each step, then drop it) reached 3.3 tok/s on V4.1 against 85 tok/s with "
+            "vLLM's row-level UVA reads; on GLM-5.3 1.4 against 33. With 6.7 GB per layer, 15 offloaded "
+            "layers and a ~330 GB/s link that is ~100 GB and ~300 ms per token: the algorithm, not a flag. "
+            "Not a verdict on SGLang, which booted the model here first and whose Engram host-table path "
+            "works.",
             "numbers": {
                 "layer_copy_tps": 3.3,
                 "uva_tps": 85.0,
@@ -223,8 +225,8 @@ _NOTES = [
         "note",
         {
             "title": "Decision: no pruning, all 384 experts stay",
-            "text": "The model runs exactly as shipped; the expert-pruning (REAP) path is closed so every quality "
-            "number stays comparable to the released model.",
+            "text": "The model runs exactly as shipped; the expert-pruning (REAP) path is closed so every "
+            "quality number stays comparable to the released model.",
             "numbers": {"experts_per_layer": 384.0},
             "tags": ["decision"],
         },
@@ -240,8 +242,8 @@ _RETRACTED_WIN = [
         "result",
         {
             "subject": f"{LANE}: {_REPLAY}",
-            "text": "One overnight run on the replay of real agent transcripts showed a throughput gain; it was "
-            "published as a win.",
+            "text": "One overnight run on the replay of real agent transcripts showed a throughput gain; it "
+            "was published as a win.",
             "verdict": "win",
             "conditions": {"instrument": _REPLAY, "runs": 1},
         },
@@ -266,8 +268,8 @@ _RETRACTED_WIN = [
             "unit": "tok/s",
             "spread": 17.0,
             "repeats": [90.0, 119.0, 124.0],
-            "text": "The workload-shaped replay swings about +/-17 tok/s even at temperature 0 (batched MoE with "
-            "speculation is not deterministic): a smoke test, never a decision metric.",
+            "text": "The workload-shaped replay swings about +/-17 tok/s even at temperature 0 (batched MoE "
+            "with speculation is not deterministic): a smoke test, never a decision metric.",
         },
     ),
     SeedEntry(
@@ -278,8 +280,8 @@ _RETRACTED_WIN = [
             "metric": "throughput per concurrency point",
             "unit": "%",
             "spread": 1.0,
-            "text": "The tight instrument: every concurrency point is run twice and the pairs agree within about "
-            "1%. It is the decision metric, and it said the opposite of the replay 'win'.",
+            "text": "The tight instrument: every concurrency point is run twice and the pairs agree within "
+            "about 1%. It is the decision metric, and it said the opposite of the replay 'win'.",
             "conditions": {"repeats_per_point": 2},
         },
     ),
@@ -288,9 +290,9 @@ _RETRACTED_WIN = [
         "retraction",
         {
             "target": Item("result/overnight-replay-win"),
-            "reason": "Not reproducible: three re-runs of the same replay gave 90, 119 and 124 tok/s (the replay "
-            "swings +/-17 tok/s), and the tight concurrency sweep, whose pairs agree within ~1%, showed "
-            "the opposite. Retracted the same day; bars go on the tight instrument now.",
+            "reason": "Not reproducible: three re-runs of the same replay gave 90, 119 and 124 tok/s (the "
+            "replay swings +/-17 tok/s), and the tight concurrency sweep, whose pairs agree within ~1%, "
+            "showed the opposite. Retracted the same day; bars go on the tight instrument now.",
             "evidence": [
                 Item("result/morning-replay-reruns"),
                 Item("calibration/replay-noise"),
@@ -310,8 +312,9 @@ _RELEASES = [
             "version": "v12",
             "changes": [
                 (
-                    "Experts offloaded to Grace cut from 70 to 60 GiB (--cpu-offload-gb 60): the off70 -> off60 "
-                    "experiment gained 12-15% in every text class, about twice what the bytes model predicted"
+                    "Experts offloaded to Grace cut from 70 to 60 GiB (--cpu-offload-gb 60): the off70 -> "
+                    "off60 experiment gained 12-15% in every text class, about twice what the bytes model "
+                    "predicted"
                 ),
                 "--gpu-memory-utilization 0.97 is what lets the 60 GiB setting fit (0.94 does not)",
             ],
@@ -327,9 +330,9 @@ _RELEASES = [
             "version": "v13",
             "changes": [
                 (
-                    "Speculation with a per-batch-size draft length (num_speculative_tokens_per_batch_size, found "
-                    "in the vLLM source, undocumented on the recipe page); the source credits this one field "
-                    "with v13 and v14 without separating what each changed"
+                    "Speculation with a per-batch-size draft length (num_speculative_tokens_per_batch_size, "
+                    "found in the vLLM source, undocumented on the recipe page); the source credits this one "
+                    "field with v13 and v14 without separating what each changed"
                 )
             ],
             "supersedes": Item("release/v12"),
@@ -343,9 +346,9 @@ _RELEASES = [
             "version": "v14",
             "changes": [
                 (
-                    "The lane's published command: DSpark drafting by batch size [[1,4,5],[5,16,1]], 5 tokens "
-                    "while 1-4 streams are active and 1 at 5-16, because at high load drafts cost more expert "
-                    "fetches than they save"
+                    "The lane's published command: DSpark drafting by batch size [[1,4,5],[5,16,1]], 5 "
+                    "tokens while 1-4 streams are active and 1 at 5-16, because at high load drafts cost "
+                    "more expert fetches than they save"
                 ),
                 "image given by tag only (unpinned); model revision from the mounted folder's name",
             ],

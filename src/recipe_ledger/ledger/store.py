@@ -97,7 +97,8 @@ class Ledger:
             ) from None
         if not isinstance(version, int) or version > FORMAT_VERSION:
             raise StateError(
-                f"ledger format {version} is newer than this tool reads ({FORMAT_VERSION}); nothing was changed",
+                f"ledger format {version} is newer than this tool reads ({FORMAT_VERSION});"
+                " nothing was changed",
                 where=str(marker),
                 hint="pip install -U recipe-ledger",
             )
@@ -260,7 +261,8 @@ def _clean_payload(kind: str, payload: Payload | dict[str, Any]) -> Payload:
 def _check_size(line: bytes, kind: str) -> None:
     if len(line) > chain.MAX_LINE_BYTES:
         raise InputError(
-            f"{kind} entry would be {len(line):,} bytes; the limit is {chain.MAX_LINE_BYTES:,} bytes per entry",
+            f"{kind} entry would be {len(line):,} bytes;"
+            f" the limit is {chain.MAX_LINE_BYTES:,} bytes per entry",
             where=f"{kind} payload",
             hint="keep raw outputs in a file and reference it by content hash (payload.artifacts)",
         )

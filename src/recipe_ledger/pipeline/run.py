@@ -205,7 +205,8 @@ def calibrations(ctx: RunContext) -> tuple[dict[tuple[str, str], dict], bool]:
         ctx.say(f"using calibration {', '.join(e['id'][:12] for e in found.values())} from the ledger")
         return found, False
     ctx.say(
-        f"no matching calibration in the ledger: running {exp.calibration.repeats} A/A launches of the control first"
+        f"no matching calibration in the ledger: running {exp.calibration.repeats}"
+        " A/A launches of the control first"
     )
     records, _ = calibrate_inline(ctx)
     write_records(ctx.run_dir / "calibration.jsonl", records)

@@ -142,18 +142,22 @@ def _hardware_keyed_maps(data: dict) -> Iterator[tuple[PathKey, dict]]:
         yield ("meta", "hardware"), data["meta"]["hardware"]
     for section in ("variants", "features", "strategy_overrides"):
         for name, block in (data.get(section) or {}).items():
-            if not isinstance(block, dict):
-                continue
-            for key in ("hardware_overrides", "tp"):
-                if isinstance(block.get(key), dict):
-                    yield (section, name, key), block[key]
-            for role in ("prefill", "decode"):
-                role_block = block.get(role)
-                if isinstance(role_block, dict) and isinstance(role_block.get("hardware_overrides"), dict):
-                    yield (section, name, role, "hardware_overrides"), role_block["hardware_overrides"]
+            if isinstance(block, dict):
+                yield from _hardware_keyed_maps_of_block((section, name), block)
     for strategy, per_hw in (data.get("strategy_hardware") or {}).items():
         if isinstance(per_hw, dict):
             yield ("strategy_hardware", strategy), per_hw
+
+
+def _hardware_keyed_maps_of_block(path: PathKey, block: dict) -> Iterator[tuple[PathKey, dict]]:
+    """One variant, feature or strategy override: its own maps and its prefill/decode roles'."""
+    for key in ("hardware_overrides", "tp"):
+        if isinstance(block.get(key), dict):
+            yield (*path, key), block[key]
+    for role in ("prefill", "decode"):
+        role_block = block.get(role)
+        if isinstance(role_block, dict) and isinstance(role_block.get("hardware_overrides"), dict):
+            yield (*path, role, "hardware_overrides"), role_block["hardware_overrides"]
 
 
 def check_hardware_ids(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[LintWarning]:

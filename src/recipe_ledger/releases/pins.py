@@ -68,7 +68,8 @@ def check_image(pin: ImagePin | None) -> tuple[list[str], list[str]]:
         return ["the release pins no image"], []
     if not pin.pinned:
         return [
-            f"image {pin.ref} is unpinned (given by tag, no repository digest): it cannot be re-run as published"
+            f"image {pin.ref} is unpinned (given by tag, no repository digest):"
+            " it cannot be re-run as published"
         ], []
     problems, notices = [], []
     wanted = run_reference(pin)
@@ -152,7 +153,8 @@ def check_model(pin: ModelPin | None, repo: Path) -> list[str]:
     now = model_revision(path)
     if now != pin.revision:
         return [
-            f"model directory {pin.path} changed since publishing: {_short(now)} now, {_short(pin.revision)} pinned"
+            f"model directory {pin.path} changed since publishing:"
+            f" {_short(now)} now, {_short(pin.revision)} pinned"
         ]
     return []
 

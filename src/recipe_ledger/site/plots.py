@@ -81,7 +81,8 @@ def _frame(title: str, x_label: str, y_label: str, body: list[str], height: int 
     )
     middle = (TOP + height - BOTTOM) // 2
     axes = (
-        f'<line x1="{LEFT}" y1="{height - BOTTOM}" x2="{WIDTH - RIGHT}" y2="{height - BOTTOM}" stroke="#333"/>'
+        f'<line x1="{LEFT}" y1="{height - BOTTOM}" x2="{WIDTH - RIGHT}"'
+        f' y2="{height - BOTTOM}" stroke="#333"/>'
         f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{height - BOTTOM}" stroke="#333"/>'
         f'<text x="{(LEFT + WIDTH - RIGHT) // 2}" y="{height - 8}" text-anchor="middle" class="axis">'
         f"{escape(x_label)}</text>"

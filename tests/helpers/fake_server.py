@@ -26,7 +26,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before /health answers 200")
     parser.add_argument("--oom-after", type=float, default=None, help="print a CUDA OOM and exit 1")
     parser.add_argument("--never-healthy", action="store_true", help="/health answers 503 forever")
-    parser.add_argument("--ignore-sigterm", action="store_true", help="only SIGKILL stops it")
+    parser.add_argument("--ignore-sigterm", action="store_true", help="logs SIGTERM; only SIGKILL stops it")
     parser.add_argument("--spawn-child", action="store_true", help="start a worker process in the group")
     parser.add_argument("--pid-file", default=None, help="write 'leader_pid child_pid' here")
     parser.add_argument("--prefix-cache", action="store_true", help="answer POST /reset_prefix_cache")
@@ -67,21 +67,29 @@ def oom_later(seconds: float) -> None:
     os._exit(1)
 
 
-def spawn_child() -> int:
+def spawn_child(ignore_sigterm: bool) -> int:
     # A worker like vLLM's engine core: same process group, and it also ignores SIGTERM when the
     # leader does, so only a group-wide SIGKILL ends it.
-    code = "import signal,sys,time\nif sys.argv[1]=='1': signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(3600)"
-    ignore = "1" if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN else "0"
-    return subprocess.Popen([sys.executable, "-c", code, ignore]).pid
+    code = (
+        "import signal,sys,time\n"
+        "if sys.argv[1]=='1': signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "time.sleep(3600)"
+    )
+    return subprocess.Popen([sys.executable, "-c", code, "1" if ignore_sigterm else "0"]).pid
+
+
+def log_and_ignore_sigterm(*_: object) -> None:
+    # Logged, so a test can see that SIGTERM came first, before the SIGKILL that ends this process.
+    print("INFO: SIGTERM received and ignored", flush=True)
 
 
 def main(argv: list[str]) -> None:
     options = parse_args(argv)
     if options.ignore_sigterm:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, log_and_ignore_sigterm)
     else:
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    child = spawn_child() if options.spawn_child else 0
+    child = spawn_child(options.ignore_sigterm) if options.spawn_child else 0
     if options.pid_file:
         with open(options.pid_file, "w") as handle:
             handle.write(f"{os.getpid()} {child}\n")

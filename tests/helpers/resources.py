@@ -1,0 +1,190 @@
+"""What a test needs from outside the package, and what happens when it is missing.
+
+One switch, the environment variable ``RECIPE_LEDGER_REQUIRE``: a comma-separated list of the
+resources below, or ``all``. A test that needs a resource calls ``require(name)``:
+
+- the resource is there: the call returns;
+- it is missing and not required: the test is skipped, with what is missing and the command that
+  provides it (a developer's laptop without docker still runs everything else);
+- it is missing and required: the test fails with the same reason. CI requires everything it
+  installs (``.ci/run``), so nothing there is skipped silently.
+
+    RECIPE_LEDGER_REQUIRE=all python -m pytest                    # as CI does
+    RECIPE_LEDGER_REQUIRE=docker,registry python -m pytest tests/integration/test_release_images.py
+
+Probes answer once per session (they talk to daemons): a resource that appears mid-session is
+seen by the next session.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pytest
+
+ENV_VAR = "RECIPE_LEDGER_REQUIRE"
+REPO = Path(__file__).resolve().parents[2]
+SERVE_VLLM = REPO / ".venv-serve" / "bin" / "vllm"
+TINY_MODEL = REPO / ".cache" / "tiny-model"
+COMPAT = REPO.parent / "shared" / "compat"
+REGISTRY = "127.0.0.1:5000"
+CPU_LANE_IMAGE = f"{REGISTRY}/recipe-ledger/vllm-cpu:0.32.0-tiny"  # scripts/build_cpu_image.sh's tag
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+BUSYBOX = Path("/bin/busybox")
+
+Probe = Callable[[], "str | None"]  # None when the resource is there, else what is missing and the fix
+
+
+def _importable(module: str, install: str) -> str | None:
+    if importlib.util.find_spec(module) is None:
+        return f"{module} is not installed ({install})"
+    return None
+
+
+@functools.cache
+def docker_sdk() -> str | None:
+    return _importable("docker", "pip install 'recipe-ledger[docker]'")
+
+
+@functools.cache
+def docker_daemon() -> str | None:
+    """The daemon answers through the SDK, and the static busybox the test images hold is here."""
+    missing = docker_sdk()
+    if missing:
+        return missing
+    import docker
+
+    try:
+        client = docker.from_env()
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except docker.errors.DockerException as error:
+        return f"no docker daemon answers ({error}): scripts/ci/start_docker.sh"
+    if not BUSYBOX.is_file() or shutil.which("busybox") is None:
+        return f"no static busybox at {BUSYBOX} for the test images: scripts/ci/start_docker.sh installs it"
+    return None
+
+
+@functools.cache
+def registry() -> str | None:
+    try:
+        urllib.request.urlopen(f"http://{REGISTRY}/v2/", timeout=3).close()
+    except OSError as error:
+        return f"no registry answers on {REGISTRY} ({error}): scripts/ci/start_registry.sh"
+    return None
+
+
+@functools.cache
+def vllm() -> str | None:
+    if not SERVE_VLLM.is_file():
+        return f"no vLLM serving venv ({SERVE_VLLM} is missing): ./dev serve-setup"
+    if not (TINY_MODEL / "model.safetensors").is_file():
+        return f"no tiny model in {TINY_MODEL}: ./dev serve-setup"
+    return None
+
+
+@functools.cache
+def cpu_lane() -> str | None:
+    """The verified CPU lane: the serving venv, docker, the registry and the lane's image built."""
+    for probe in (vllm, docker_daemon, registry):
+        missing = probe()
+        if missing:
+            return missing
+    inspected = subprocess.run(
+        ["docker", "image", "inspect", CPU_LANE_IMAGE], capture_output=True, check=False, timeout=60
+    )
+    if inspected.returncode != 0:
+        return (
+            f"the CPU lane image {CPU_LANE_IMAGE} is not built: scripts/build_cpu_image.sh (about 7 minutes)"
+        )
+    return None
+
+
+@functools.cache
+def browser() -> str | None:
+    if not CHROMIUM.is_file() or not CHROMEDRIVER.is_file():
+        return (
+            "Debian's chromium and chromedriver are not installed (apt-get install chromium chromium-driver)"
+        )
+    return _importable("selenium", "pip install selenium")
+
+
+@functools.cache
+def compat() -> str | None:
+    if not (COMPAT / "vllm-recipes").is_dir():
+        return f"the compat suite is not beside this checkout ({COMPAT}/vllm-recipes is missing)"
+    return None
+
+
+@functools.cache
+def mlflow() -> str | None:
+    return _importable("mlflow", "pip install 'recipe-ledger[tracking]'")
+
+
+@functools.cache
+def dvc() -> str | None:
+    if dvc_executable() is None:
+        return "dvc is not installed (pip install 'recipe-ledger[publish]')"
+    return None
+
+
+def dvc_executable() -> str | None:
+    """The venv's own dvc first (the one the publish extra installed), else any on PATH."""
+    return shutil.which("dvc", path=str(Path(sys.executable).parent)) or shutil.which("dvc")
+
+
+PROBES: dict[str, Probe] = {
+    "docker-sdk": docker_sdk,
+    "docker": docker_daemon,
+    "registry": registry,
+    "vllm": vllm,
+    "cpu-lane": cpu_lane,
+    "browser": browser,
+    "compat": compat,
+    "mlflow": mlflow,
+    "dvc": dvc,
+}
+
+
+def required_resources(environ: Mapping[str, str] = os.environ) -> frozenset[str]:
+    """The resources ``RECIPE_LEDGER_REQUIRE`` names (``all``: every one); an unknown name is an error."""
+    names = {name.strip() for name in environ.get(ENV_VAR, "").split(",") if name.strip()}
+    if "all" in names:
+        return frozenset(PROBES)
+    unknown = sorted(names - PROBES.keys())
+    if unknown:
+        raise ValueError(
+            f"{ENV_VAR} names unknown resources {unknown}; known: all, {', '.join(sorted(PROBES))}"
+        )
+    return frozenset(names)
+
+
+def requires_everything(environ: Mapping[str, str] = os.environ) -> bool:
+    return required_resources(environ) == PROBES.keys()
+
+
+def require(resource: str, reason_if_missing: str | None = None) -> None:
+    """Return when ``resource`` is there; otherwise skip the test, or fail it when it is required.
+
+    ``reason_if_missing`` says what the test loses without it (it leads the message); the probe's
+    own words, what is missing and the command that provides it, always follow.
+    """
+    if resource not in PROBES:
+        raise ValueError(f"unknown resource {resource!r}; known: {', '.join(sorted(PROBES))}")
+    missing = PROBES[resource]()
+    if missing is None:
+        return
+    message = f"{reason_if_missing}: {missing}" if reason_if_missing else missing
+    if resource in required_resources():
+        pytest.fail(f"{ENV_VAR} requires {resource}, but {message}", pytrace=False)
+    pytest.skip(message)
