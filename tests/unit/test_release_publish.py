@@ -20,10 +20,10 @@ import pytest
 from recipe_ledger import verdict as verdicts
 from recipe_ledger.errors import InputError, SpecError, StateError
 from recipe_ledger.experiment.spec import load_experiment
+from recipe_ledger.instruments.base import InstrumentError
 from recipe_ledger.launch import images
 from recipe_ledger.launch.images import ImageInfo
 from recipe_ledger.ledger import actions
-from recipe_ledger.instruments.base import InstrumentError
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.pipeline import events
 from recipe_ledger.pipeline import run as runner
