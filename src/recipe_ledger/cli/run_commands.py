@@ -128,9 +128,9 @@ class _ProgressListener:
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, Planned):
-            _print_plan(event.plan, self.bar.console.print)
+            _print_plan(event.plan, self.say)
         elif isinstance(event, Notice):
-            self.bar.console.print(event.text, markup=False, highlight=False)
+            self.say(event.text)
         elif isinstance(event, PhaseStarted):
             self.phase = event.name
             total = (self.bar.tasks[0].total or 0) + event.total_points
@@ -138,6 +138,10 @@ class _ProgressListener:
         elif isinstance(event, PointMeasured):
             description = f"{self.phase}: {event.arm} #{event.repeat} point {event.point}"
             self.bar.update(self.task, advance=1, description=description)
+
+    def say(self, text: str) -> None:
+        # Plain text: an argv or a list of points must not be read as rich markup.
+        self.bar.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 @click.command("run")
