@@ -73,25 +73,21 @@ def stand_in_repo(tmp_path: Path) -> Path:
     (root / "scripts" / "probe.py").write_text(PROBE)
     (root / "experiments").mkdir()
     subprocess.run(["git", "init", "-q", str(root)], check=True)
-    subprocess.run(
-        [
-            "git",
-            "-C",
-            str(root),
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "user.name=t",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "init",
-        ],
-        check=True,
-    )
+    commit(root, "init")
     ledger(root, "init")
     return root
+
+
+def commit(root: Path, message: str = "what the run measures") -> None:
+    """Commit everything: `ledger run` refuses a tree whose experiment or scripts differ from HEAD."""
+    git = ["git", "-C", str(root), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", message], check=True)
+
+
+def write_committed(root: Path, path: str, text: str) -> None:
+    (root / path).write_text(text)
+    commit(root)
 
 
 def ledger(

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from helpers.net import free_port
-from helpers.pipeline import entries, experiment_yaml, ledger, stand_in_repo
+from helpers.pipeline import entries, experiment_yaml, ledger, stand_in_repo, write_committed
 from helpers.resources import require
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -52,7 +52,7 @@ def local_uri(root: Path) -> str:
 
 
 def run_experiment(root: Path, *flags: str) -> None:
-    (root / "experiments" / "x.yaml").write_text(experiment_yaml(free_port(), list(flags)))
+    write_committed(root, "experiments/x.yaml", experiment_yaml(free_port(), list(flags)))
     ledger(root, "run", "experiments/x.yaml", "--no-mlflow", check=not flags)
 
 
@@ -130,7 +130,7 @@ def test_sync_indexes_a_run_once_and_mirrors_a_retraction(repo):
 
 
 def test_ledger_run_indexes_at_once_and_a_failure_gets_its_cause(repo):
-    (repo / "experiments" / "x.yaml").write_text(experiment_yaml(free_port(), []))
+    write_committed(repo, "experiments/x.yaml", experiment_yaml(free_port(), []))
     out = ledger(repo, "run", "experiments/x.yaml").stdout
     assert "indexed in MLflow: 2 created" in out, out
     # The candidate never boots: a failure entry (after a fresh A/A calibration: the port, part of

@@ -35,25 +35,16 @@ def repo(tmp_path):
     shutil.copytree(REPO / "recipes", root / "recipes")
     (root / "experiments").mkdir()
     subprocess.run(["git", "init", "-q", str(root)], check=True)
-    subprocess.run(
-        [
-            "git",
-            "-C",
-            str(root),
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "user.name=t",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "init",
-        ],
-        check=True,
-    )
+    commit(root)
     cli(root, "init", "--root", str(root))
     return root
+
+
+def commit(root: Path) -> None:
+    """Commit what the run measures: `ledger run` refuses recipes or experiments that differ from HEAD."""
+    git = ["git", "-C", str(root), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "inputs"], check=True)
 
 
 def cli(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -103,6 +94,7 @@ def short_experiment(port: int) -> dict:
 def test_a_real_vllm_run_records_numbers_server_counters_and_cleans_up(repo):
     port = free_port()
     (repo / "experiments" / "short.yaml").write_text(json.dumps(short_experiment(port)))
+    commit(repo)
     result = cli(repo, "run", "experiments/short.yaml", "--no-mlflow")
     assert "verdicts" in result.stdout
     log = [json.loads(line) for line in cli(repo, "log", "--json", "--root", str(repo)).stdout.splitlines()]
@@ -126,6 +118,7 @@ def test_a_rejected_flag_is_classified_and_recorded(repo):
     spec = short_experiment(port)
     spec["control"]["overrides"]["args"] = ["--no-such-flag-here", "1"]
     (repo / "experiments" / "bad.yaml").write_text(json.dumps(spec))
+    commit(repo)
     result = cli(repo, "run", "experiments/bad.yaml", "--no-mlflow", check=False)
     assert result.returncode == 5, result.stdout[-2000:] + result.stderr[-2000:]
     log = [json.loads(line) for line in cli(repo, "log", "--json", "--root", str(repo)).stdout.splitlines()]

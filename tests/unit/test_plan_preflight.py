@@ -1,5 +1,6 @@
 """Planning (overrides, ABBA, seeds) and preflight checks, without launching anything."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,11 +12,11 @@ from recipe_ledger.pipeline.plan import (
     ArmPlan,
     abba_schedule,
     apply_overrides,
-    drop_flags,
     plan_run,
     with_server_address,
 )
 from recipe_ledger.recipes.catalog import RecipeRoot
+from recipe_ledger.recipes.flags import LaunchCommand, parse_flags
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,18 +29,84 @@ def test_abba_spreads_each_arm_over_the_run():
 def test_overrides_replace_flags_instead_of_duplicating_them():
     argv = ["vllm", "serve", "m", "--max-num-seqs", "8", "--enforce-eager", "--x=1"]
     out, env = apply_overrides(
-        argv,
+        LaunchCommand.parse(argv),
         {"A": "1"},
         Overrides(args=["--max-num-seqs", "1"], env={"B": "2"}, remove_args=["--enforce-eager", "--x"]),
     )
-    assert out == ["vllm", "serve", "m", "--max-num-seqs", "1"]
+    assert out.render() == ["vllm", "serve", "m", "--max-num-seqs", "1"]
     assert env == {"A": "1", "B": "2"}
 
 
 def test_server_address_is_set_once():
-    argv = with_server_address(["vllm", "serve", "m", "--port", "8000", "--host=0.0.0.0"], "127.0.0.1", 8123)
+    command = LaunchCommand.parse(["vllm", "serve", "m", "--port", "8000", "--host=0.0.0.0"])
+    argv = with_server_address(command, "127.0.0.1", 8123).render()
     assert argv == ["vllm", "serve", "m", "--host", "127.0.0.1", "--port", "8123"]
-    assert drop_flags(["a", "--p", "x", "y", "--q"], {"--p"}) == ["a", "--q"]
+    assert LaunchCommand.parse(["a", "--p", "x", "y", "--q"]).without({"--p"}).render() == ["a", "--q"]
+
+
+# The argv functions planning used before LaunchCommand (render, edit, parse again at each step):
+# the oracle the structured form must agree with, token for token.
+def _old_drop_flags(argv: list[str], names: set[str]) -> list[str]:
+    dropped: set[int] = set()
+    for flag in parse_flags(argv):
+        if flag.name in names:
+            dropped.add(flag.index)
+            dropped.update(range(flag.index + 1, flag.index + 1 + (0 if flag.joined else len(flag.values))))
+    return [token for index, token in enumerate(argv) if index not in dropped]
+
+
+def _old_replace(argv: list[str], args: list[str], remove: set[str]) -> list[str]:
+    return _old_drop_flags(argv, {f.name for f in parse_flags(args)} | remove) + list(args)
+
+
+ODD_ARGVS = [
+    ["vllm", "serve", "m", "--a=1", "stray", "words", "--b", "x", "y", "--c"],
+    ["python", "server.py", "--flag", "--x=", "--y", "1", "--x", "2"],
+    ["vllm", "serve", "m", "--speculative-config", '{"k": 2}', "--max-num-seqs=4", "-O3"],
+    ["--only", "flags", "--here=1"],
+    ["vllm", "serve"],
+]
+EDITS = [
+    (["--max-num-seqs", "1"], set()),
+    (["--host", "h", "--port", "1"], {"--c"}),
+    (["--a", "2", "extra"], {"--b", "--x"}),
+    (["--new=3"], {"--flag", "-O3", "--y"}),
+]
+
+
+def _reference_argvs(compat_dir: Path) -> list[list[str]]:
+    lines = (compat_dir / "expected-commands.jsonl").read_text().splitlines()
+    found = [json.loads(line)["result"].get("argv") for line in lines[:400]]
+    return [argv for argv in found if argv]
+
+
+def test_a_launch_command_renders_every_reference_argv_back_byte_for_byte(compat_dir):
+    argvs = _reference_argvs(compat_dir) + ODD_ARGVS
+    assert len(argvs) > 100
+    for argv in argvs:
+        assert LaunchCommand.parse(argv).render() == argv
+
+
+def test_editing_a_launch_command_matches_editing_and_reparsing_its_argv(compat_dir):
+    for argv in _reference_argvs(compat_dir)[:150] + ODD_ARGVS:
+        for args, remove in EDITS:
+            command = LaunchCommand.parse(argv).replacing(args, remove)
+            assert command.render() == _old_replace(argv, args, remove), (argv, args, remove)
+            # A second edit on the edited form agrees with parsing the first edit's argv again.
+            again = command.replacing(["--port", "9"], {"--a"}).render()
+            assert again == _old_replace(_old_replace(argv, args, remove), ["--port", "9"], {"--a"})
+
+
+def test_the_model_and_engine_words_are_replaced_in_place():
+    command = LaunchCommand.parse(["vllm", "serve", "org/model", "--max-num-seqs", "4"])
+    assert command.with_word(2, "/models/m").with_word(0, "/venv/bin/vllm").render() == [
+        "/venv/bin/vllm",
+        "serve",
+        "/models/m",
+        "--max-num-seqs",
+        "4",
+    ]
+    assert command.first_value("--max-num-seqs") == "4" and command.word(2) == "org/model"
 
 
 def test_the_example_experiment_plans_two_real_vllm_commands():

@@ -20,10 +20,14 @@ import pytest
 from recipe_ledger import verdict as verdicts
 from recipe_ledger.errors import InputError, SpecError, StateError
 from recipe_ledger.experiment.spec import load_experiment
+from recipe_ledger.instruments.base import InstrumentError
 from recipe_ledger.launch import images
 from recipe_ledger.launch.images import ImageInfo
 from recipe_ledger.ledger import actions
 from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.pipeline import events
+from recipe_ledger.pipeline import run as runner
+from recipe_ledger.pipeline.failures import RunFailed
 from recipe_ledger.pipeline.measure import PointRecord
 from recipe_ledger.pipeline.plan import plan_run
 from recipe_ledger.provenance import host_fingerprint, model_revision
@@ -117,9 +121,13 @@ def release_doc(**over) -> dict:
 
 
 def write_release(repo: Path, name: str = "v1", **over) -> Path:
+    """The release spec, committed as its author would before publishing (a dirty one is refused)."""
     path = repo / "recipes" / "releases" / "tiny-cpu" / f"{name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(release_doc(**over)))
+    if (repo / ".git").is_dir():
+        git(repo, "add", str(path))
+        git(repo, "commit", "-q", "--allow-empty", "-m", f"release spec {name}")
     return path
 
 
@@ -244,9 +252,15 @@ def repo(tmp_path, daemon) -> Path:
     return root
 
 
-def publish_v1(repo: Path, **over) -> dict:
+def publish_v1(repo: Path, allow_dirty: bool = False, **over) -> dict:
     return publish.publish(
-        Ledger.open(repo), repo, write_release(repo, **over), "tiny-cpu", "v1", writer="box"
+        Ledger.open(repo),
+        repo,
+        write_release(repo, **over),
+        "tiny-cpu",
+        "v1",
+        writer="box",
+        allow_dirty=allow_dirty,
     )
 
 
@@ -298,12 +312,42 @@ def test_a_tag_is_resolved_to_its_repository_digest_and_said_so(repo):
     assert any("resolved to" in n for n in p["notes"])
 
 
-def test_a_dirty_script_makes_the_release_unverified_and_is_named(repo):
+def test_a_dirty_script_is_refused_naming_it_and_allow_dirty(repo):
     (repo / "scripts" / "gen.py").write_text("print('changed')\n")
-    p = publish_v1(repo)["payload"]
+    with pytest.raises(StateError, match=r"scripts/gen\.py.*--allow-dirty") as refused:
+        publish_v1(repo)
+    assert refused.value.exit_code == 3
+    assert not [e for e in Ledger.open(repo).entries() if e["kind"] == "release"]
+
+
+def test_an_allowed_dirty_script_makes_the_release_unverified_and_records_the_diff(repo):
+    (repo / "scripts" / "gen.py").write_text("print('changed')\n")
+    entry = publish_v1(repo, allow_dirty=True)
+    p = entry["payload"]
     assert p["verified"] is False
     assert any("script scripts/gen.py is dirty" in r for r in p["unverified"])
     assert any("changed since result" in r for r in p["unverified"])
+    assert entry["git"]["dirty"] is True and entry["git"]["dirty_files"] == ["scripts/gen.py"]
+    assert entry["git"]["diff_sha256"].startswith("sha256:")
+
+
+def test_a_dry_run_shows_the_pins_and_reasons_and_writes_nothing(repo):
+    from click.testing import CliRunner
+
+    from recipe_ledger.cli import main
+
+    spec = write_release(repo)
+    (repo / "scripts" / "gen.py").write_text("print('changed')\n")
+    before = sorted(p.read_bytes() for p in (repo / "ledger").glob("*.jsonl"))
+    args = ["release", "publish", "tiny-cpu", "v1", "--from", str(spec), "--dry-run", "--root", str(repo)]
+    shown = CliRunner().invoke(main, args)
+    assert shown.exit_code == 0, shown.output
+    assert "would be published UNVERIFIED" in shown.output and "nothing was written" in shown.output
+    assert f"image: {REGISTRY_REPO}@{DIGEST}" in shown.output
+    assert "script: scripts/gen.py" in shown.output
+    assert "unverified: script scripts/gen.py is dirty" in shown.output
+    assert "refused without --allow-dirty" in shown.output
+    assert sorted(p.read_bytes() for p in (repo / "ledger").glob("*.jsonl")) == before
 
 
 def test_a_retracted_result_cannot_verify_a_number(repo):
@@ -511,17 +555,44 @@ def test_rerun_launches_each_release_arm_the_requested_number_of_times(repo, mon
     (target,) = reproduce.plan_reproduction(Ledger.open(repo), repo, "tiny-cpu@v1").targets
     launches = []
 
-    def fake_launch(plan, arm, repeat, run_dir, run_id, root, progress=None, tag=""):
+    def fake_launch(plan, arm, repeat, run_dir, run_id, root, events=None, tag=""):
         launches.append((arm.name, repeat, tag))
         return [PointRecord(arm.name, repeat, 4, "bench", "v", repeat, {"output_tps_total": 300.0})]
 
     monkeypatch.setattr(reproduce.measure, "measure_launch", fake_launch)
     run_dir = repo / "runs" / "rp"
     run_dir.mkdir(parents=True)
-    ctx = SimpleNamespace(repo=repo, plan=target.plan, run_dir=run_dir, run_id="rp", progress=None)
+    ctx = SimpleNamespace(repo=repo, plan=target.plan, run_dir=run_dir, run_id="rp", events=events.ignore)
     records = reproduce.rerun(ctx, target, 3)
     assert launches == [("lane", 1, reproduce.TAG), ("lane", 2, reproduce.TAG), ("lane", 3, reproduce.TAG)]
     assert len(records) == 3 and (run_dir / "measurements.jsonl").read_text().count("\n") == 3
+
+
+def test_a_failed_rerun_records_a_failure_and_raises_it_with_the_entry(repo, monkeypatch):
+    publish_v1(repo)
+    ledger = Ledger.open(repo)
+    (target,) = reproduce.plan_reproduction(ledger, repo, "tiny-cpu@v1").targets
+
+    def broken_launch(plan, arm, repeat, run_dir, run_id, root, events=None, tag=""):
+        raise InstrumentError("the bench client exited 1", where="vllm bench serve")
+
+    monkeypatch.setattr(reproduce.measure, "measure_launch", broken_launch)
+    ctx = runner.start_context(target.plan, ledger, "box", repo, repo / "runs", None, events.ignore)
+    with pytest.raises(RunFailed) as failed:
+        reproduce.rerun(ctx, target, 2)
+    entry = failed.value.entry
+    assert failed.value.exit_code == 5 and entry["id"][:12] in str(failed.value)
+    assert entry["kind"] == "failure" and entry["payload"]["conditions"]["stage"] == "reproduction"
+    assert entry["payload"]["cause_class"] == "crash" and "bench client" in entry["payload"]["cause"]
+    assert Ledger.open(repo).entries()[-1]["id"] == entry["id"]
+
+
+def test_a_dirty_tree_refuses_the_reproduction_before_any_launch(repo):
+    publish_v1(repo)
+    (repo / "recipes" / "models" / ".keep").write_text("edited\n")
+    with pytest.raises(StateError, match=r"recipes/models/\.keep.*--allow-dirty"):
+        reproduce.reproduce(Ledger.open(repo), repo, "tiny-cpu@v1", writer="box")
+    assert [e["kind"] for e in Ledger.open(repo).entries()][-1] == "release"
 
 
 def test_a_reproduction_needs_two_launches_per_arm(repo):

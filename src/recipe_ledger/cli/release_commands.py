@@ -1,8 +1,9 @@
 """`ledger release publish|list|show|diff` and `ledger reproduce`: a thin layer over recipe_ledger.releases.
 
 Exit codes: 0 done (a reproduction that does not confirm is still a recorded result: its outcome is
-printed and exit is 1); 2 bad input; 3 a pin cannot be met here, or the machine is not ready;
-5 a re-run failed (a failure entry was written); 130 interrupted.
+printed and exit is 1); 2 bad input; 3 a pin cannot be met here, the machine is not ready, or a file
+that feeds the measurement differs from the commit (without --allow-dirty); 5 a re-run failed (a
+failure entry was written); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -13,19 +14,15 @@ import click
 
 from recipe_ledger.cli.ledger_commands import root_option, writer_option
 from recipe_ledger.cli.output import print_json, print_json_line, print_table
-from recipe_ledger.errors import LedgerError
 from recipe_ledger.ledger import gitinfo
+from recipe_ledger.ledger.models import ReleasePayload
 from recipe_ledger.ledger.store import Ledger, default_writer
+from recipe_ledger.pipeline.clean_tree import dirty_summary
+from recipe_ledger.pipeline.events import Event, Notice
 from recipe_ledger.releases import catalog
 from recipe_ledger.releases import diff as diffing
 from recipe_ledger.releases import publish as publishing
 from recipe_ledger.releases import reproduce as reproducing
-
-REPRODUCTION_FAILED = 5
-
-
-class ReproductionFailed(LedgerError):
-    exit_code = REPRODUCTION_FAILED
 
 
 def _repo(root: Path | None) -> Path:
@@ -47,13 +44,42 @@ def release() -> None:
     type=click.Path(path_type=Path, exists=True, dir_okay=False),
     help="The release spec (recipes/releases/<lane>/<version>.yaml).",
 )
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Show the pins and every reason against verifying, and write nothing "
+    "(a published release can only be retracted).",
+)
+@click.option(
+    "--allow-dirty",
+    is_flag=True,
+    help="Publish although the spec, recipes/, scripts/ or the tool differ from the commit "
+    "(recorded and flagged).",
+)
 @root_option
 @writer_option
-def publish_cmd(lane: str, version: str, spec_path: Path, root: Path | None, writer: str | None) -> None:
+def publish_cmd(
+    lane: str,
+    version: str,
+    spec_path: Path,
+    dry_run: bool,
+    allow_dirty: bool,
+    root: Path | None,
+    writer: str | None,
+) -> None:
     """Publish LANE VERSION from a spec: pin image digest, model revision, argv/env, scripts, box, numbers."""
     repo = _repo(root)
+    if dry_run:
+        _print_preview(publishing.preview(Ledger.open(repo), repo, spec_path, lane, version), lane, version)
+        return
     entry = publishing.publish(
-        Ledger.open(repo), repo, spec_path, lane, version, writer=writer or default_writer()
+        Ledger.open(repo),
+        repo,
+        spec_path,
+        lane,
+        version,
+        writer=writer or default_writer(),
+        allow_dirty=allow_dirty,
     )
     payload = entry["payload"]
     state = "verified" if payload["verified"] else "UNVERIFIED"
@@ -62,7 +88,24 @@ def publish_cmd(lane: str, version: str, spec_path: Path, root: Path | None, wri
         click.echo(f"  unverified: {reason}")
     for note in payload.get("notes", []):
         click.echo(f"  note: {note}")
+    summary = dirty_summary(entry.get("git"))
+    if summary:
+        click.echo(f"  {summary}")
     click.echo(f"next: ledger reproduce {payload['lane']}@{payload['version']}")
+
+
+def _print_preview(preview: publishing.Preview, lane: str, version: str) -> None:
+    p = preview.payload
+    state = "verified" if p.verified else "UNVERIFIED"
+    click.echo(f"dry run: release {p.lane}@{p.version} would be published {state}; nothing was written")
+    for reason in p.unverified:
+        click.echo(f"  unverified: {reason}")
+    for note in p.notes:
+        click.echo(f"  note: {note}")
+    _print_pins(p)
+    if preview.tree_refusal:
+        click.echo(f"  refused without --allow-dirty: {preview.tree_refusal}")
+    click.echo(f"next: ledger release publish {lane} {version} --from ... (without --dry-run)")
 
 
 @release.command("list")
@@ -128,7 +171,20 @@ def _print_release(found: catalog.Release) -> None:
         click.echo(f"  unverified: {reason}")
     for note in p.notes:
         click.echo(f"  note: {note}")
-    pins = catalog.pins_summary(found)
+    _print_pins(p)
+    for number in p.numbers:
+        link = f" (result {number.result[:12]}, {len(number.samples)} samples)" if number.result else ""
+        click.echo(
+            f"  number: {number.name} = {number.value:.6g}{' ' + number.unit if number.unit else ''}{link}"
+        )
+    for name, value in p.metrics.items():
+        if name not in {n.name for n in p.numbers}:
+            click.echo(f"  number: {name} = {value:.6g} (no result entry)")
+
+
+def _print_pins(p: ReleasePayload) -> None:
+    """Image, model, scripts, box, k-schedule and command: what a release pins."""
+    pins = catalog.pins_summary(catalog.Release({}, p, "draft"))
     click.echo(f"  image: {diffing.image_text(pins['image'])}")
     click.echo(f"  model: {diffing._model(pins['model'])}")
     for path, blob in pins["scripts"].items():
@@ -138,14 +194,6 @@ def _print_release(found: catalog.Release) -> None:
     click.echo(f"  k-schedule: {diffing.k_schedule(p)}")
     if p.command:
         click.echo(f"  command: {p.command}")
-    for number in p.numbers:
-        link = f" (result {number.result[:12]}, {len(number.samples)} samples)" if number.result else ""
-        click.echo(
-            f"  number: {number.name} = {number.value:.6g}{' ' + number.unit if number.unit else ''}{link}"
-        )
-    for name, value in p.metrics.items():
-        if name not in {n.name for n in p.numbers}:
-            click.echo(f"  number: {name} = {value:.6g} (no result entry)")
 
 
 @release.command("diff")
@@ -181,10 +229,15 @@ def diff_cmd(a: str, b: str, only_changes: bool, as_json: bool, root: Path | Non
     default=None,
     help="Launches per arm (default: the experiment's repeats). More narrow the CI.",
 )
+@click.option(
+    "--allow-dirty",
+    is_flag=True,
+    help="Re-run although the experiment specs, recipes/, scripts/ or the tool differ from the commit.",
+)
 @root_option
 @writer_option
 def reproduce_cmd(
-    ref: str, check_only: bool, repeats: int | None, root: Path | None, writer: str | None
+    ref: str, check_only: bool, repeats: int | None, allow_dirty: bool, root: Path | None, writer: str | None
 ) -> None:
     """Re-run the experiments behind a release's numbers with its pins and record a reproduction."""
     repo = _repo(root)
@@ -196,18 +249,15 @@ def reproduce_cmd(
         arms = ", ".join(f"{t.record.name}:{'+'.join(t.arms)}" for t in plan.targets)
         click.echo(f"every pin of {plan.release.ref} is met on this machine; would re-run {arms}")
         return
-    try:
-        entry, outcomes = reproducing.reproduce(
-            ledger, repo, ref, writer=writer or default_writer(), say=click.echo, repeats=repeats
-        )
-    except LedgerError as error:
-        failure = getattr(error, "failure_entry", None)
-        if failure is None:
-            raise
-        raise ReproductionFailed(
-            f"{error.one_line()} — failure entry {failure['id'][:12]} recorded",
-            hint=f"ledger show {failure['id'][:12]}",
-        ) from None
+    entry, outcomes = reproducing.reproduce(
+        ledger,
+        repo,
+        ref,
+        writer=writer or default_writer(),
+        events=_echo_notices,
+        repeats=repeats,
+        allow_dirty=allow_dirty,
+    )
     for outcome in outcomes:
         click.echo(f"  {reproducing.describe(outcome)}")
     click.echo(
@@ -215,6 +265,11 @@ def reproduce_cmd(
     )
     if entry["payload"]["outcome"] != "reproduced":
         raise click.exceptions.Exit(1)
+
+
+def _echo_notices(event: Event) -> None:
+    if isinstance(event, Notice):
+        click.echo(event.text)
 
 
 COMMANDS = [release, reproduce_cmd]

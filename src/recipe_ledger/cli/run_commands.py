@@ -3,7 +3,9 @@
 Exit codes of `ledger run`:
   0  the run completed and its result entry is in the ledger (whatever the verdicts say)
   2  bad input (the experiment file, a recipe, an unknown id)
-  3  the machine is not ready (port in use, GPU busy, engine missing, model on a network share)
+  3  the machine is not ready (port in use, GPU busy, engine missing, model on a network share), or a
+     file that feeds the measurement (the experiment, recipes/, scripts/, the tool) differs from
+     the commit and --allow-dirty was not given
   5  the run failed (a server did not boot, died, or a client failed): a failure entry was written
   130 interrupted with Ctrl-C: servers stopped, a failure entry was written
 """
@@ -23,38 +25,28 @@ from rich.progress import (
 )
 
 from recipe_ledger.cli.output import console, print_table
-from recipe_ledger.errors import LedgerError
-from recipe_ledger.experiment.spec import load_experiment
 from recipe_ledger.ledger.gitinfo import top_level
 from recipe_ledger.ledger.store import Ledger, default_writer
 from recipe_ledger.pipeline import run as runner
-from recipe_ledger.pipeline.plan import plan_run
-from recipe_ledger.pipeline.preflight import preflight
-from recipe_ledger.recipes.catalog import RecipeRoot
-
-RUN_FAILED = 5
-
-
-class RunFailed(LedgerError):
-    exit_code = RUN_FAILED
+from recipe_ledger.pipeline import stages
+from recipe_ledger.pipeline.clean_tree import dirty_summary
+from recipe_ledger.pipeline.events import Event, Notice, PhaseStarted, Planned, PointMeasured
+from recipe_ledger.pipeline.plan import ReleaseLaunch
 
 
 def _repo_root(root: Path | None) -> Path:
     return root.resolve() if root else top_level(Path.cwd())
 
 
-def _plan(spec: Path, repo: Path):
-    from recipe_ledger.releases import catalog
+def _release_lookup(repo: Path):
+    """ "LANE@VERSION" -> its pins; the ledger is opened only when an arm names a release."""
 
-    experiment = load_experiment(spec)
-    # Opened only when an arm names a release: planning a recipe experiment needs no ledger.
-    return plan_run(
-        spec,
-        experiment,
-        RecipeRoot(repo / "recipes"),
-        repo,
-        release_lookup=lambda ref: catalog.launch_of(catalog.find(Ledger.open(repo), ref)),
-    )
+    def lookup(ref: str) -> ReleaseLaunch:
+        from recipe_ledger.releases import catalog
+
+        return catalog.launch_of(catalog.find(Ledger.open(repo), ref))
+
+    return lookup
 
 
 def _progress_bar() -> Progress:
@@ -70,16 +62,14 @@ def _progress_bar() -> Progress:
     )
 
 
-def _print_plan(plan) -> None:
-    click.echo(f"experiment {plan.experiment.name} on {plan.box.id}: {plan.experiment.hypothesis.strip()}")
+def _print_plan(plan, echo) -> None:
+    echo(f"experiment {plan.experiment.name} on {plan.box.id}: {plan.experiment.hypothesis.strip()}")
     for arm in plan.arms.values():
-        click.echo(f"  {arm.name}: {arm.source}")
+        echo(f"  {arm.name}: {arm.source}")
         detail = " ".join(arm.argv) or ", ".join(f"{k}={v}" for k, v in sorted(arm.params.items()))
-        click.echo(f"    {detail}")
-    click.echo(f"  schedule (ABBA, a fresh launch each): {', '.join(f'{a}#{r}' for a, r in plan.schedule)}")
-    click.echo(
-        f"  points {plan.experiment.points}, instruments {[i.name for i in plan.experiment.instruments]}"
-    )
+        echo(f"    {detail}")
+    echo(f"  schedule (ABBA, a fresh launch each): {', '.join(f'{a}#{r}' for a, r in plan.schedule)}")
+    echo(f"  points {plan.experiment.points}, instruments {[i.name for i in plan.experiment.instruments]}")
 
 
 def _pct(value) -> str:
@@ -118,14 +108,40 @@ def print_verdicts(outcome: runner.RunOutcome) -> None:
             "verdict",
         ],
         rows,
-        title=f"{outcome.entry['payload']['subject']}: verdicts",
+        title=f"{outcome.entry['payload']['subject']}: verdicts"
+        + (" (DIRTY TREE)" if dirty_summary(outcome.entry.get("git")) else ""),
     )
     for bar in outcome.bars:
         click.echo(f"  {bar.candidate} {bar.metric}@{bar.point}: {bar.reason}")
+    summary = dirty_summary(outcome.entry.get("git"))
+    if summary:
+        click.echo(summary)
 
 
-def _total_points(plan, launches: int) -> int:
-    return launches * len(plan.experiment.points)
+class _ProgressListener:
+    """Turns pipeline events into the progress bar and printed lines."""
+
+    def __init__(self, bar: Progress):
+        self.bar = bar
+        self.task = bar.add_task("starting", total=0)
+        self.phase = ""
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, Planned):
+            _print_plan(event.plan, self.say)
+        elif isinstance(event, Notice):
+            self.say(event.text)
+        elif isinstance(event, PhaseStarted):
+            self.phase = event.name
+            total = (self.bar.tasks[0].total or 0) + event.total_points
+            self.bar.update(self.task, total=total, description=event.name)
+        elif isinstance(event, PointMeasured):
+            description = f"{self.phase}: {event.arm} #{event.repeat} point {event.point}"
+            self.bar.update(self.task, advance=1, description=description)
+
+    def say(self, text: str) -> None:
+        # Plain text: an argv or a list of points must not be read as rich markup.
+        self.bar.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 @click.command("run")
@@ -149,33 +165,42 @@ def _total_points(plan, launches: int) -> int:
 )
 @click.option("--allow-network-fs", is_flag=True, help="Allow a model on NFS/CIFS/FUSE (slow boots).")
 @click.option("--allow-busy-gpu", is_flag=True, help="Run even if other processes use the GPU.")
+@click.option(
+    "--allow-dirty",
+    is_flag=True,
+    help="Run although the experiment, recipes/, scripts/ or the tool differ from the commit "
+    "(the entry records dirty: true, the files and the diff's hash).",
+)
 def run_cmd(
-    experiment: Path, root, writer, plan_only, tracking_uri, no_mlflow, allow_network_fs, allow_busy_gpu
+    experiment: Path,
+    root,
+    writer,
+    plan_only,
+    tracking_uri,
+    no_mlflow,
+    allow_network_fs,
+    allow_busy_gpu,
+    allow_dirty,
 ) -> None:
     """Run EXPERIMENT on this box: launch, measure against the control (ABBA), decide, record.
 
-    Exit codes: 0 completed (result entry written), 2 bad input, 3 machine not ready,
-    5 run failed (failure entry written), 130 interrupted (failure entry written).
+    Exit codes: 0 completed (result entry written), 2 bad input, 3 machine not ready or a dirty
+    tree, 5 run failed (failure entry written), 130 interrupted (failure entry written).
     """
     repo = _repo_root(root)
-    ledger = Ledger.open(repo)
-    writer = writer or default_writer()
-    stage = "planning"
-    try:
-        plan = _plan(experiment, repo)
-        _print_plan(plan)
-        if plan_only:
-            return
-        stage = "preflight"
-        report = preflight(plan, allow_network_fs=allow_network_fs, allow_busy_gpu=allow_busy_gpu)
-    except LedgerError as error:
-        if not plan_only:
-            entry = runner.record_setup_failure(ledger, writer, _subject(experiment), error, stage)
-            click.echo(f"failure entry {entry['id'][:12]} recorded", err=True)
-        raise
-    for notice in report.notices:
-        click.echo(f"notice: {notice}")
-    outcome = _execute_with_progress(plan, ledger, writer, repo)
+    if plan_only:
+        _print_plan(stages.plan_experiment(experiment, repo, _release_lookup(repo)), click.echo)
+        return
+    options = stages.RunOptions(allow_dirty, allow_network_fs, allow_busy_gpu)
+    with _progress_bar() as bar:
+        outcome = stages.run_experiment(
+            experiment,
+            repo,
+            writer=writer or default_writer(),
+            options=options,
+            release_lookup=_release_lookup(repo),
+            events=_ProgressListener(bar),
+        )
     print_verdicts(outcome)
     click.echo(
         f"result entry {outcome.entry['id'][:12]} (ledger show {outcome.entry['id'][:12]}); raw files in "
@@ -183,45 +208,6 @@ def run_cmd(
     )
     if not no_mlflow:
         _sync_mlflow(repo, tracking_uri)
-
-
-def _subject(experiment: Path) -> str:
-    """The experiment's name when the file says it, else its file name."""
-    try:
-        return load_experiment(experiment).name
-    except LedgerError:
-        return experiment.stem
-
-
-def _execute_with_progress(plan, ledger, writer, repo) -> runner.RunOutcome:
-    with _progress_bar() as bar:
-        task = bar.add_task("starting", total=_total_points(plan, len(plan.schedule)))
-
-        def advance(arm: str, repeat: int, point: int) -> None:
-            bar.update(task, advance=1, description=f"{arm} #{repeat} point {point}")
-
-        def say(message: str) -> None:
-            bar.console.print(message)
-            if "A/A launches" in message:
-                extra = _total_points(plan, plan.experiment.calibration.repeats)
-                bar.update(task, total=bar.tasks[0].total + extra)
-
-        ctx = runner.start_context(plan, ledger, writer, repo, repo / "runs", progress=advance, say=say)
-        try:
-            return runner.execute(ctx)
-        except KeyboardInterrupt as error:
-            entry = getattr(error, "failure_entry", None)
-            click.echo(
-                f"\ninterrupted: servers stopped; failure entry {entry['id'][:12] if entry else '?'}",
-                err=True,
-            )
-            raise
-        except LedgerError as error:
-            entry = getattr(error, "failure_entry", None)
-            raise RunFailed(
-                f"{error.one_line()} — failure entry {entry['id'][:12] if entry else '?'} recorded",
-                hint=f"ledger show {entry['id'][:12]}" if entry else None,
-            ) from None
 
 
 def _sync_mlflow(repo: Path, tracking_uri: str | None) -> None:
@@ -245,33 +231,25 @@ def _sync_mlflow(repo: Path, tracking_uri: str | None) -> None:
     help="Repository root (default: git top level).",
 )
 @click.option("--writer", default=None, help="Ledger writer (the box).")
-def calibrate_cmd(experiment: Path, root, writer) -> None:
+@click.option(
+    "--allow-dirty",
+    is_flag=True,
+    help="Calibrate although the experiment, recipes/, scripts/ or the tool differ from the commit.",
+)
+def calibrate_cmd(experiment: Path, root, writer, allow_dirty) -> None:
     """A/A runs of EXPERIMENT's control: measure the instrument's noise and record a calibration."""
     repo = _repo_root(root)
-    plan = _plan(experiment, repo)
-    preflight(plan)
-    ledger = Ledger.open(repo)
     with _progress_bar() as bar:
-        task = bar.add_task("calibrating", total=_total_points(plan, plan.experiment.calibration.repeats))
-        ctx = runner.start_context(
-            plan,
-            ledger,
-            writer or default_writer(),
+        entries = stages.calibrate_experiment(
+            experiment,
             repo,
-            repo / "runs",
-            progress=lambda a, r, p: bar.update(task, advance=1, description=f"A/A #{r} point {p}"),
-            say=bar.console.print,
+            writer=writer or default_writer(),
+            options=stages.RunOptions(allow_dirty=allow_dirty),
+            release_lookup=_release_lookup(repo),
+            events=_ProgressListener(bar),
         )
-        try:
-            records, _ = runner.calibrate_inline(ctx)
-        except BaseException as error:
-            runner.stop_all()
-            runner.record_failure(ctx, error, "calibration")
-            raise
-    runner.write_records(ctx.run_dir / "calibration.jsonl", records)
-    for entry in runner.record_calibrations(ctx, records).values():
-        payload = entry["payload"]
-        click.echo(f"calibration {entry['id'][:12]}: {payload['text']}")
+    for entry in entries:
+        click.echo(f"calibration {entry['id'][:12]}: {entry['payload']['text']}")
 
 
 @click.group("experiment")

@@ -3,6 +3,8 @@
 - where the project's top level is (the default ``--root``);
 - the provenance stamped on every entry: the commit, whether the tree was dirty, and the git blob
   hash of each script an entry names;
+- which files that feed a measurement (the experiment, recipes, scripts, the tool) differ from the
+  commit, and a hash of that difference (``feeding_changes``), so a run can refuse a dirty tree;
 - the ledger folder as it stood in every commit, for ``ledger verify --history``.
 
 The ledger folder itself is left out of the dirty check: appending an entry must not make the next
@@ -85,6 +87,77 @@ def snapshot(root: Path) -> dict[str, Any] | None:
         commit = None
     status = repo.git.status("--porcelain", "--untracked-files=no", "--", ".", f":(exclude){LEDGER_DIR}")
     return {"commit": commit, "dirty": bool(status.strip())}
+
+
+# What a measurement depends on besides the spec it names: resolution, instruments, the tool itself.
+FEEDING_PATHS = ("recipes", "scripts", "src/recipe_ledger")
+
+
+@dataclass(frozen=True)
+class TreeChanges:
+    """Files under the paths that feed a measurement which differ from the commit."""
+
+    commit: str | None
+    files: tuple[str, ...]  # repository-relative, POSIX, sorted; modified, staged or untracked
+    diff_sha256: str | None  # None when nothing differs
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self.files)
+
+
+def feeding_changes(root: Path, extra: Sequence[Path] = ()) -> TreeChanges | None:
+    """Modified, staged and untracked-but-not-ignored files under ``FEEDING_PATHS`` of ``root`` and
+    under ``extra`` (an experiment or release spec); None outside a git working tree.
+
+    The hash covers ``git diff HEAD --binary`` of those paths plus each untracked file's name and
+    bytes: the same edits give the same hash, so an allowed dirty run can be matched to its diff.
+    ``ledger/`` and ``runs/`` are never among the paths: appending an entry is what a run does.
+    """
+    repo = _repo(root)
+    if repo is None or repo.working_tree_dir is None:
+        return None
+    top = Path(repo.working_tree_dir).resolve()
+    specs = _pathspecs(top, [root / p for p in FEEDING_PATHS] + [Path(p) for p in extra])
+    if not specs:
+        return TreeChanges(_head(repo), (), None)
+    out = repo.git.status("--porcelain", "-z", "--untracked-files=all", "--no-renames", "--", *specs)
+    entries = [item for item in out.split("\0") if item]
+    files = tuple(sorted({item[3:] for item in entries}))
+    if not files:
+        return TreeChanges(_head(repo), (), None)
+    untracked = sorted(item[3:] for item in entries if item.startswith("??"))
+    return TreeChanges(_head(repo), files, _diff_hash(repo, top, specs, untracked))
+
+
+def _pathspecs(top: Path, paths: Sequence[Path]) -> list[str]:
+    """``paths`` relative to the working tree, those outside it left out (git would refuse them)."""
+    specs = []
+    for path in paths:
+        try:
+            specs.append(path.resolve().relative_to(top).as_posix() or ".")
+        except ValueError:
+            continue
+    return sorted(set(specs))
+
+
+def _head(repo) -> str | None:
+    try:
+        return repo.head.commit.hexsha
+    except ValueError:  # a repository without any commit yet
+        return None
+
+
+def _diff_hash(repo, top: Path, specs: list[str], untracked: list[str]) -> str:
+    digest = hashlib.sha256()
+    if _head(repo) is not None:
+        diff = repo.git.diff("HEAD", "--binary", "--no-renames", "--", *specs, stdout_as_string=False)
+        digest.update(diff)
+    else:  # nothing to diff against: what is staged is the whole change
+        digest.update(repo.git.diff("--cached", "--binary", "--", *specs, stdout_as_string=False))
+    for name in untracked:
+        digest.update(b"\0untracked\0" + name.encode() + b"\0" + (top / name).read_bytes())
+    return "sha256:" + digest.hexdigest()
 
 
 @dataclass(frozen=True)

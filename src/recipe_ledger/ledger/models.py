@@ -290,6 +290,9 @@ class GitState(Strict):
     commit: str | None
     dirty: bool
     scripts: dict[str, str] = {}
+    # Only on entries written with --allow-dirty: what differed from the commit, and its hash.
+    diff_sha256: str | None = None
+    dirty_files: list[str] = []
 
 
 class Envelope(Strict):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import urllib.request
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from recipe_ledger.instruments.base import MeasureContext, Measurement
 from recipe_ledger.launch.containers import DockerLauncher
 from recipe_ledger.launch.process import ProcessLauncher
 from recipe_ledger.launch.spec import LaunchSpec, grantable_memlock
+from recipe_ledger.pipeline.events import Events, PointMeasured, ignore
 from recipe_ledger.pipeline.plan import ArmPlan, RunPlan
 from recipe_ledger.pipeline.preflight import remember_flagset
 
@@ -43,9 +43,6 @@ class PointRecord:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
-
-
-Progress = Callable[[str, int, int], None]  # (arm, repeat, point) -> None, after each point
 
 
 def launch_spec(
@@ -120,7 +117,7 @@ def sweep(
     run_dir: Path,
     repo: Path,
     server=None,
-    progress: Progress | None = None,
+    events: Events = ignore,
     tag: str = "",
 ) -> list[PointRecord]:
     """Every point x instrument for one launch of one arm."""
@@ -160,8 +157,7 @@ def sweep(
                     round(m.wall_s, 3),
                 )
             )
-        if progress:
-            progress(arm.name, repeat, point)
+        events(PointMeasured(arm.name, repeat, point))
     return records
 
 
@@ -172,15 +168,13 @@ def measure_launch(
     run_dir: Path,
     run_id: str,
     repo: Path,
-    progress: Progress | None = None,
+    events: Events = ignore,
     tag: str = "",
 ) -> list[PointRecord]:
     """One fresh launch of ``arm``: boot, sweep, tear down (always, also on error and Ctrl-C)."""
     if not plan.experiment.server.needs_server:
-        return sweep(plan, arm, repeat, None, run_dir, repo, progress=progress, tag=tag)
+        return sweep(plan, arm, repeat, None, run_dir, repo, events=events, tag=tag)
     spec = launch_spec(plan, arm, repeat, run_dir, run_id, tag)
     with launcher_for(plan).start(spec) as server:
         remember_flagset(arm)
-        return sweep(
-            plan, arm, repeat, server.base_url, run_dir, repo, server=server, progress=progress, tag=tag
-        )
+        return sweep(plan, arm, repeat, server.base_url, run_dir, repo, server=server, events=events, tag=tag)

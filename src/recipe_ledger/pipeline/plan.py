@@ -19,7 +19,7 @@ from recipe_ledger.experiment.spec import CommandArm, Experiment, Overrides, Rec
 from recipe_ledger.recipes.boxes import Box, load_box
 from recipe_ledger.recipes.catalog import RecipeRoot
 from recipe_ledger.recipes.command import CommandRequest, resolve_for_people
-from recipe_ledger.recipes.flags import parse_flags
+from recipe_ledger.recipes.flags import LaunchCommand
 from recipe_ledger.redact import redact_env
 
 
@@ -70,38 +70,36 @@ def abba_schedule(arms: list[str], repeats: int) -> list[tuple[str, int]]:
     return order
 
 
+@dataclass(frozen=True)
+class _ArmDraft:
+    """An arm while planning: its command still in parsed form (rendered once, in ``plan_run``)."""
+
+    command: LaunchCommand
+    env: dict[str, str]
+    source: str
+    model_dir: str | None
+    image: str | None = None
+
+    @property
+    def served_model(self) -> str:
+        """The name clients send: --served-model-name, else vLLM's model word."""
+        return self.command.first_value("--served-model-name") or self.command.word(2) or "model"
+
+
 def apply_overrides(
-    argv: list[str], env: dict[str, str], overrides: Overrides
-) -> tuple[list[str], dict[str, str]]:
+    command: LaunchCommand, env: dict[str, str], overrides: Overrides
+) -> tuple[LaunchCommand, dict[str, str]]:
     """Drop ``remove_args`` flags (with their values), then append ``args`` replacing any earlier
     occurrence of the same flag: the last value is the one vLLM would use anyway, and a
     single occurrence keeps the command readable."""
-    replaced = {flag.name for flag in parse_flags(overrides.args)} | set(overrides.remove_args)
-    return drop_flags(argv, replaced) + list(overrides.args), {**env, **overrides.env}
+    return command.replacing(overrides.args, set(overrides.remove_args)), {**env, **overrides.env}
 
 
-def drop_flags(argv: list[str], names: set[str]) -> list[str]:
-    flags = parse_flags(argv)
-    dropped: set[int] = set()
-    for flag in flags:
-        if flag.name in names:
-            dropped.add(flag.index)
-            dropped.update(range(flag.index + 1, flag.index + 1 + (0 if flag.joined else len(flag.values))))
-    return [token for index, token in enumerate(argv) if index not in dropped]
+def with_server_address(command: LaunchCommand, host: str, port: int) -> LaunchCommand:
+    return command.replacing(["--host", host, "--port", str(port)])
 
 
-def with_server_address(argv: list[str], host: str, port: int) -> list[str]:
-    return drop_flags(argv, {"--host", "--port"}) + ["--host", host, "--port", str(port)]
-
-
-def served_model_name(argv: list[str]) -> str:
-    for flag in parse_flags(argv):
-        if flag.name == "--served-model-name" and flag.values:
-            return flag.values[0]
-    return argv[2] if len(argv) > 2 else "model"
-
-
-def _recipe_arm(root: RecipeRoot, box: Box, name: str, arm: RecipeArm, repo: Path) -> ArmPlan:
+def _recipe_arm(root: RecipeRoot, box: Box, name: str, arm: RecipeArm, repo: Path) -> _ArmDraft:
     request = CommandRequest(
         arm.recipe, arm.hardware or box.hardware, arm.strategy, arm.variant, arm.features
     )
@@ -112,24 +110,24 @@ def _recipe_arm(root: RecipeRoot, box: Box, name: str, arm: RecipeArm, repo: Pat
             "ledger run launches single-node servers",
             hint="set strategy: single_node_tp",
         )
-    argv = list(resolved.result["argv"])
+    command = LaunchCommand.parse(resolved.result["argv"])
     model_dir = None
     if arm.model_path:
         model_dir = str((repo / arm.model_path).resolve())
-        argv[2] = model_dir
-    argv, env = apply_overrides(argv, resolved.env, arm.overrides)
+        command = command.with_word(2, model_dir)
+    command, env = apply_overrides(command, resolved.env, arm.overrides)
     source = (
         f"{resolved.loaded.ref} · {resolved.hardware} · {resolved.strategy} · {resolved.variant} · "
         f"features: {', '.join(resolved.features) or 'none'}"
     )
-    return ArmPlan(name, argv, env, source, model_dir, served_model_name(argv))
+    return _ArmDraft(command, env, source, model_dir)
 
 
-def _command_arm(name: str, arm: CommandArm) -> ArmPlan:
-    argv, env = apply_overrides(list(arm.argv), dict(arm.env), arm.overrides)
-    model = argv[2] if len(argv) > 2 and argv[:2] == ["vllm", "serve"] else None
+def _command_arm(name: str, arm: CommandArm) -> _ArmDraft:
+    command, env = apply_overrides(LaunchCommand.parse(arm.argv), dict(arm.env), arm.overrides)
+    model = command.word(2) if command.render()[:2] == ["vllm", "serve"] else None
     model_dir = model if model and Path(model).is_dir() else None
-    return ArmPlan(name, argv, env, "raw command", model_dir, served_model_name(argv))
+    return _ArmDraft(command, env, "raw command", model_dir)
 
 
 @dataclass(frozen=True)
@@ -147,7 +145,7 @@ ReleaseLookup = Callable[[str], ReleaseLaunch]  # "LANE@VERSION" -> its pins; ra
 
 def _release_arm(
     name: str, arm: ReleaseArm, lookup: ReleaseLookup | None, experiment: Experiment, repo: Path
-) -> ArmPlan:
+) -> _ArmDraft:
     if lookup is None:
         raise InputError(
             f"arm {name!r} names release {arm.release!r}, but no ledger was given to look it up",
@@ -165,11 +163,9 @@ def _release_arm(
             f"release {arm.release} is served from image {pinned.image}",
             hint="set server.launcher: docker in the experiment",
         )
-    argv, env = apply_overrides(list(pinned.argv), dict(pinned.env), arm.overrides)
+    command, env = apply_overrides(LaunchCommand.parse(pinned.argv), dict(pinned.env), arm.overrides)
     model_dir = str((repo / pinned.model_dir).resolve()) if pinned.model_dir else None
-    return ArmPlan(
-        name, argv, env, f"release {arm.release}", model_dir, served_model_name(argv), pinned.image
-    )
+    return _ArmDraft(command, env, f"release {arm.release}", model_dir, pinned.image)
 
 
 def find_engine_bin(repo: Path, engine: str) -> str:
@@ -181,6 +177,24 @@ def find_engine_bin(repo: Path, engine: str) -> str:
     if local.is_file():
         return str(local)
     return shutil.which(engine) or engine
+
+
+def _arm_draft(
+    root: RecipeRoot,
+    box: Box,
+    name: str,
+    arm,
+    repo: Path,
+    release_lookup: ReleaseLookup | None,
+    experiment: Experiment,
+) -> _ArmDraft:
+    if isinstance(arm, RecipeArm):
+        return _recipe_arm(root, box, name, arm, repo)
+    if isinstance(arm, CommandArm):
+        return _command_arm(name, arm)
+    if isinstance(arm, ReleaseArm):
+        return _release_arm(name, arm, release_lookup, experiment, repo)
+    raise InputError(f"arm {name!r}: unknown kind")  # pragma: no cover - the spec admits no other kind
 
 
 def plan_run(
@@ -195,28 +209,21 @@ def plan_run(
     engine_bin = find_engine_bin(repo, "vllm")
     for name in experiment.arm_names:
         arm = experiment.arm(name)
-        if isinstance(arm, RecipeArm):
-            plan = _recipe_arm(root, box, name, arm, repo)
-        elif isinstance(arm, CommandArm):
-            plan = _command_arm(name, arm)
-        elif isinstance(arm, StudyArm):
+        if isinstance(arm, StudyArm):
             arms[name] = ArmPlan(name, [], {}, f"study arm {name}", None, "-", params=dict(arm.params))
             continue
-        elif isinstance(arm, ReleaseArm):
-            plan = _release_arm(name, arm, release_lookup, experiment, repo)
-        else:  # pragma: no cover - the spec's discriminator admits no other kind
-            raise InputError(f"arm {name!r}: unknown kind")
-        argv = with_server_address(plan.argv, experiment.server.host, experiment.server.port)
-        if argv[0] == "vllm" and experiment.server.launcher == "process":
-            argv = [engine_bin, *argv[1:]]
+        draft = _arm_draft(root, box, name, arm, repo, release_lookup, experiment)
+        command = with_server_address(draft.command, experiment.server.host, experiment.server.port)
+        if command.program[:1] == ("vllm",) and experiment.server.launcher == "process":
+            command = command.with_word(0, engine_bin)
         arms[name] = ArmPlan(
             name,
-            argv,
-            plan.env,
-            plan.source,
-            plan.model_dir,
-            plan.served_model,
-            plan.image or experiment.server.image,
+            command.render(),
+            draft.env,
+            draft.source,
+            draft.model_dir,
+            draft.served_model,
+            draft.image or experiment.server.image,
         )
     return RunPlan(
         experiment,

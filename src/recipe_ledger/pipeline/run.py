@@ -13,23 +13,19 @@ import json
 import secrets
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from recipe_ledger import verdict as verdicts
-from recipe_ledger.errors import LedgerError
 from recipe_ledger.experiment.spec import Bar as SpecBar
-from recipe_ledger.instruments.base import InstrumentError, sha256_file
-from recipe_ledger.launch.failures import BootFailure
-from recipe_ledger.launch.registry import stop_all
-from recipe_ledger.ledger import gitinfo
+from recipe_ledger.instruments.base import sha256_file
 from recipe_ledger.ledger.models import ArmRecord, BarVerdict, ExperimentRecord
 from recipe_ledger.ledger.store import Ledger
-from recipe_ledger.pipeline.measure import PointRecord, Progress, measure_launch
+from recipe_ledger.pipeline.events import Events, Notice, PhaseStarted, print_notices
+from recipe_ledger.pipeline.measure import PointRecord, measure_launch
 from recipe_ledger.pipeline.plan import RunPlan
 from recipe_ledger.provenance import comparable_host, host_fingerprint, model_revision
-from recipe_ledger.redact import redact_env, redact_text
+from recipe_ledger.redact import redact_env
 
 CALIBRATION_TAG = "aa-"
 
@@ -124,10 +120,9 @@ class RunContext:
     repo: Path
     run_id: str
     run_dir: Path
-    git: dict | None
+    git: dict | None  # the stamp every entry of this run carries: the tree as it was at launch
     host: dict[str, str]
-    progress: Progress | None = None
-    say: Callable[[str], None] = print
+    events: Events = print_notices
     started: float = field(default_factory=time.monotonic)
 
 
@@ -138,6 +133,7 @@ def bar_instrument(plan: RunPlan, bar: SpecBar) -> str:
 def calibrate_inline(ctx: RunContext) -> tuple[list[PointRecord], int]:
     """A/A: the control launched ``calibration.repeats`` times, before the experiment proper."""
     repeats = ctx.plan.experiment.calibration.repeats
+    ctx.events(PhaseStarted("calibration", repeats, len(ctx.plan.experiment.points)))
     records: list[PointRecord] = []
     for repeat in range(1, repeats + 1):
         records += measure_launch(
@@ -147,7 +143,7 @@ def calibrate_inline(ctx: RunContext) -> tuple[list[PointRecord], int]:
             ctx.run_dir,
             ctx.run_id,
             ctx.repo,
-            progress=ctx.progress,
+            events=ctx.events,
             tag=CALIBRATION_TAG,
         )
     return records, repeats
@@ -202,11 +198,15 @@ def calibrations(ctx: RunContext) -> tuple[dict[tuple[str, str], dict], bool]:
     exp = ctx.plan.experiment
     found, complete = existing_calibrations(ctx)
     if complete:
-        ctx.say(f"using calibration {', '.join(e['id'][:12] for e in found.values())} from the ledger")
+        ctx.events(
+            Notice(f"using calibration {', '.join(e['id'][:12] for e in found.values())} from the ledger")
+        )
         return found, False
-    ctx.say(
-        f"no matching calibration in the ledger: running {exp.calibration.repeats}"
-        " A/A launches of the control first"
+    ctx.events(
+        Notice(
+            f"no matching calibration in the ledger: running {exp.calibration.repeats} A/A launches "
+            "of the control first"
+        )
     )
     records, _ = calibrate_inline(ctx)
     write_records(ctx.run_dir / "calibration.jsonl", records)
@@ -218,6 +218,7 @@ def write_records(path: Path, records: list[PointRecord]) -> None:
 
 
 def run_schedule(ctx: RunContext) -> list[PointRecord]:
+    ctx.events(PhaseStarted("measurement", len(ctx.plan.schedule), len(ctx.plan.experiment.points)))
     records: list[PointRecord] = []
     for arm_name, repeat in ctx.plan.schedule:
         records += measure_launch(
@@ -227,7 +228,7 @@ def run_schedule(ctx: RunContext) -> list[PointRecord]:
             ctx.run_dir,
             ctx.run_id,
             ctx.repo,
-            progress=ctx.progress,
+            events=ctx.events,
         )
         write_records(
             ctx.run_dir / "measurements.jsonl", records
@@ -399,92 +400,14 @@ def _overall(bars: list[BarVerdict]) -> str:
     return "none"
 
 
-# ------------------------------------------------------------------------------ failures
-
-
-def cause_class_of(error: BaseException) -> str:
-    if isinstance(error, KeyboardInterrupt):
-        return "other"
-    if isinstance(error, BootFailure):
-        return {
-            "out_of_memory": "oom",
-            "timeout": "hang",
-            "crash": "no-boot",
-            "rejected_flag": "config",
-            "port_in_use": "config",
-            "image_missing": "config",
-            "docker_unavailable": "config",
-        }.get(error.cause, "no-boot")
-    if isinstance(error, InstrumentError):
-        return "crash"
-    return "other"
-
-
-def record_failure(ctx: RunContext, error: BaseException, where: str) -> dict:
-    tail = getattr(error, "log_tail", None) or getattr(error, "output_tail", None) or ""
-    message = (
-        "interrupted (Ctrl-C)"
-        if isinstance(error, KeyboardInterrupt)
-        else (error.one_line() if isinstance(error, LedgerError) else f"{type(error).__name__}: {error}")
-    )
-    payload = {
-        "schema_version": 1,
-        "subject": ctx.plan.experiment.name,
-        "cause_class": cause_class_of(error),
-        "cause": redact_text(f"{where}: {message}")[:2000],
-        "log_tail": redact_text(tail)[-3900:] or None,
-        "minutes_lost": round((time.monotonic() - ctx.started) / 60, 2),
-        "conditions": {"box": ctx.plan.box.id, "run_id": ctx.run_id, "stage": where},
-        "origin": {"how": "measured", "source": ctx.run_id},
-        "artifacts": artifact_hashes(ctx.run_dir),
-    }
-    return ctx.ledger.append("failure", payload, writer=ctx.writer, git=ctx.git)
-
-
-def record_setup_failure(ledger: Ledger, writer: str, subject: str, error: LedgerError, stage: str) -> dict:
-    """A run that never started (bad spec, missing recipe, port in use, engine missing) still
-    leaves its trace: nothing is lost, and the next person sees the door that was closed."""
-    payload = {
-        "schema_version": 1,
-        "subject": subject,
-        "cause_class": "config",
-        "cause": redact_text(f"{stage}: {error.one_line()}")[:2000],
-        "minutes_lost": 0.0,
-        "conditions": {"stage": stage},
-        "origin": {"how": "measured"},
-    }
-    return ledger.append("failure", payload, writer=writer)
-
-
-def execute(ctx: RunContext) -> RunOutcome:
-    """The whole run. On any error (Ctrl-C included) every server is stopped, a failure entry is
-    written, and the error goes on to the caller."""
-    stage = "calibration"
-    try:
-        cals, inline = calibrations(ctx)
-        stage = "measurement"
-        records = run_schedule(ctx)
-        stage = "verdict"
-        verdict_list, bars = decide_bars(ctx, records, cals)
-        entry = record_result(ctx, records, bars, cals, inline)
-    except BaseException as error:
-        stop_all()
-        ctx.say(f"run failed during {stage}: recording a failure entry")
-        error.failure_entry = record_failure(ctx, error, stage)  # type: ignore[attr-defined]
-        raise
-    return RunOutcome(
-        ctx.run_id, ctx.run_dir, entry, verdict_list, bars, records, [e["id"] for e in cals.values()], inline
-    )
-
-
 def start_context(
     plan: RunPlan,
     ledger: Ledger,
     writer: str,
     repo: Path,
     runs_dir: Path,
-    progress: Progress | None = None,
-    say: Callable[[str], None] = print,
+    git: dict | None,
+    events: Events = print_notices,
 ) -> RunContext:
     run_id = new_run_id(plan.experiment.name)
     run_dir = runs_dir / run_id
@@ -499,5 +422,4 @@ def start_context(
         "schedule": plan.schedule,
     }
     (run_dir / "plan.json").write_text(json.dumps(plan_dump, indent=2, sort_keys=True))
-    git = gitinfo.snapshot(repo)  # the state the numbers belong to: taken at launch, not at the end
-    return RunContext(plan, ledger, writer, repo, run_id, run_dir, git, host_fingerprint(), progress, say)
+    return RunContext(plan, ledger, writer, repo, run_id, run_dir, git, host_fingerprint(), events)

@@ -2,7 +2,8 @@
 
 A vLLM command line mixes ``--flag value``, ``--flag=value``, boolean switches and flags that
 take several values (``--cpu-offload-params a b``). Fit arithmetic reads values from it and the
-lint looks for one flag written two ways; both go through ``parse_flags``.
+lint looks for one flag written two ways; both go through ``parse_flags``. Planning a run edits a
+command through ``LaunchCommand``: parsed once, edited as options, rendered once.
 """
 
 from __future__ import annotations
@@ -59,3 +60,107 @@ def all_values(argv: list[str], name: str) -> tuple[str, ...]:
         if flag.name == name:
             found = flag.values
     return found
+
+
+# ------------------------------------------------------------------------------ the launch command
+
+
+@dataclass(frozen=True)
+class Option:
+    """One flag of a launch command as it was written, or (``name`` None) words that no flag owns
+    (they follow a ``--name=value``); kept so that rendering gives back every token in order."""
+
+    name: str | None
+    values: tuple[str, ...] = ()
+    joined: bool = False  # written as --name=value
+
+    def render(self) -> list[str]:
+        if self.name is None:
+            return list(self.values)
+        if self.joined:
+            return [f"{self.name}={self.values[0]}", *self.values[1:]]
+        return [self.name, *self.values]
+
+
+@dataclass(frozen=True)
+class LaunchCommand:
+    """A server command parsed once: the program words (``vllm serve MODEL``) and its options.
+
+    Planning edits it (model path, overrides, server address, engine binary) as operations on this
+    form and renders the argv once at the end. The reading rules are those of ``parse_flags`` (a
+    word after a spaced flag is its value), so ``render`` gives back the argv byte for byte and an
+    edit gives what editing the argv and reading it again would."""
+
+    program: tuple[str, ...]
+    options: tuple[Option, ...] = ()
+
+    @classmethod
+    def parse(cls, argv: list[str] | tuple[str, ...]) -> LaunchCommand:
+        program: list[str] = []
+        for index, token in enumerate(argv):
+            if is_flag(token):
+                return cls(tuple(program)).extended(argv[index:])
+            program.append(token)
+        return cls(tuple(program))
+
+    def render(self) -> list[str]:
+        return [*self.program, *(token for option in self.options for token in option.render())]
+
+    def extended(self, tokens: list[str] | tuple[str, ...]) -> LaunchCommand:
+        """``tokens`` appended, read as if they had been part of the command all along."""
+        options = list(self.options)
+        for token in tokens:
+            if is_flag(token):
+                name, eq, value = token.partition("=")
+                options.append(Option(name, (value,) if eq else (), bool(eq)))
+            elif options and options[-1].name is not None and not options[-1].joined:
+                last = options[-1]
+                options[-1] = Option(last.name, (*last.values, token))
+            elif options and options[-1].name is None:
+                options[-1] = Option(None, (*options[-1].values, token))
+            elif options:
+                options.append(Option(None, (token,)))
+            else:
+                return LaunchCommand.parse([*self.program, *tokens])  # no option yet: program words
+        return LaunchCommand(self.program, tuple(options))
+
+    def without(self, names: set[str] | frozenset[str]) -> LaunchCommand:
+        """Every occurrence of the flags ``names`` dropped, with their values. Words no flag owned
+        are read again against what now precedes them, as reading the shorter argv would."""
+        kept = LaunchCommand(self.program)
+        for option in self.options:
+            if option.name is None:
+                kept = kept.extended(option.values)
+            elif option.name not in names:
+                kept = LaunchCommand(kept.program, (*kept.options, option))
+        return kept
+
+    def replacing(
+        self, tokens: list[str] | tuple[str, ...], also_remove: set[str] = frozenset()
+    ) -> LaunchCommand:
+        """``tokens`` appended after dropping every earlier occurrence of the flags they set (and of
+        ``also_remove``): one occurrence per flag keeps the command readable, and the value is the one
+        the server would have used anyway (the last one wins)."""
+        names = {flag.name for flag in parse_flags(list(tokens))} | set(also_remove)
+        return self.without(names).extended(tokens)
+
+    def with_word(self, position: int, word: str) -> LaunchCommand:
+        """The program word at ``position`` (0: the binary, 2: vLLM's model) replaced."""
+        if position < len(self.program):
+            program = list(self.program)
+            program[position] = word
+            return LaunchCommand(tuple(program), self.options)
+        argv = self.render()
+        argv[position] = word
+        return LaunchCommand.parse(argv)
+
+    def word(self, position: int) -> str | None:
+        """The token at ``position`` of the rendered argv (None past its end)."""
+        tokens = self.render()
+        return tokens[position] if position < len(tokens) else None
+
+    def first_value(self, name: str) -> str | None:
+        for option in self.options:
+            if option.name == name and option.values:
+                return option.values[0]
+        return None

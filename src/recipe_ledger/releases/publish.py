@@ -5,6 +5,11 @@ that no verified result entry backs is written down as a reason, and the release
 ``verified: false`` with those reasons. What cannot be pinned at all (an image digest the daemon
 does not have, a model directory that is not there, a number whose result does not say it) is
 refused, naming it: nothing half-true is published.
+
+A release is published from a clean tree: when its spec, recipes, scripts or the tool differ from
+HEAD it is refused unless ``allow_dirty`` (then its git stamp records the files and the diff's
+hash). ``preview`` drafts the same payload and writes nothing (`ledger release publish --dry-run`):
+a release can only be retracted once written, so its pins and reasons are shown first.
 """
 
 from __future__ import annotations
@@ -21,10 +26,18 @@ from recipe_ledger.instruments.base import sha256_file
 from recipe_ledger.launch import images
 from recipe_ledger.ledger import gitinfo
 from recipe_ledger.ledger.fold import fold_statuses
-from recipe_ledger.ledger.models import ArmRecord, ExperimentRecord, ReleaseNumber
+from recipe_ledger.ledger.models import (
+    ArmRecord,
+    ExperimentRecord,
+    ReleaseNumber,
+    ReleasePayload,
+    validate_payload,
+)
 from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.pipeline.clean_tree import refusal, require_clean_tree
 from recipe_ledger.pipeline.run import repo_relative
 from recipe_ledger.recipes.flags import parse_flags
+from recipe_ledger.redact import redact_obj
 from recipe_ledger.releases import catalog, pins
 from recipe_ledger.releases.spec import NumberSpec, ReleaseSpec, load_release_spec
 
@@ -56,14 +69,43 @@ class Source:
 
 
 def publish(
-    ledger: Ledger, repo: Path, spec_path: Path, lane: str, version: str, *, writer: str
+    ledger: Ledger,
+    repo: Path,
+    spec_path: Path,
+    lane: str,
+    version: str,
+    *,
+    writer: str,
+    allow_dirty: bool = False,
 ) -> dict[str, Any]:
     """Append the release ``lane``@``version`` described by ``spec_path``; return the entry."""
+    draft = _drafted(ledger, repo, spec_path, lane, version)
+    git = require_clean_tree(repo, [spec_path], allow_dirty=allow_dirty)
+    return ledger.append("release", draft.fields, writer=writer, git=git)
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What `publish` would append, and what it would say about the tree; nothing is written."""
+
+    payload: ReleasePayload
+    tree_refusal: str | None  # why publish would refuse the tree without --allow-dirty, if it would
+
+
+def preview(ledger: Ledger, repo: Path, spec_path: Path, lane: str, version: str) -> Preview:
+    """The release payload ``publish`` would write (the same checks and pins), without writing it."""
+    draft = _drafted(ledger, repo, spec_path, lane, version)
+    payload = validate_payload("release", redact_obj(draft.fields), where="release payload")
+    assert isinstance(payload, ReleasePayload)
+    changes = gitinfo.feeding_changes(repo, [spec_path])
+    return Preview(payload, refusal(changes) if changes is not None and changes.dirty else None)
+
+
+def _drafted(ledger: Ledger, repo: Path, spec_path: Path, lane: str, version: str) -> Draft:
     spec = load_release_spec(spec_path)
     _check_names(spec, spec_path, lane, version)
     _refuse_existing(ledger, lane, version)
-    draft = draft_release(ledger, repo, spec, spec_path)
-    return ledger.append("release", draft.fields, writer=writer, git=gitinfo.snapshot(repo))
+    return draft_release(ledger, repo, spec, spec_path)
 
 
 def _check_names(spec: ReleaseSpec, spec_path: Path, lane: str, version: str) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,9 @@ from recipe_ledger.ledger.models import ExperimentRecord, ReleaseNumber, Release
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.pipeline import measure
 from recipe_ledger.pipeline import run as runner
+from recipe_ledger.pipeline.clean_tree import dirty_summary, require_clean_tree
+from recipe_ledger.pipeline.events import Events, Notice, PhaseStarted, print_notices
+from recipe_ledger.pipeline.failures import recording_failure
 from recipe_ledger.pipeline.measure import PointRecord
 from recipe_ledger.pipeline.plan import RunPlan, plan_run
 from recipe_ledger.pipeline.preflight import preflight
@@ -210,58 +212,55 @@ def reproduce(
     ref: str,
     *,
     writer: str,
-    say: Callable[[str], None] = print,
-    progress: measure.Progress | None = None,
+    events: Events = print_notices,
     repeats: int | None = None,
+    allow_dirty: bool = False,
 ) -> tuple[dict[str, Any], list[NumberOutcome]]:
     """Check, re-run, decide and record; returns the reproduction entry and each number's outcome.
 
     ``repeats``: launches per arm (default: the experiment's own). More launches narrow the new
-    side's share of the CI; the published side keeps the samples it was published with."""
+    side's share of the CI; the published side keeps the samples it was published with.
+    A tree whose experiment specs, recipes, scripts or tool differ from HEAD is refused (StateError)
+    unless ``allow_dirty``; a failed re-run raises RunFailed / RunInterrupted after its failure entry."""
     if repeats is not None and repeats < 2:
         raise InputError(
             f"--repeats {repeats}: a reproduction needs at least 2 launches per arm to see its own noise"
         )
     plan = plan_reproduction(ledger, repo, ref)
-    for notice in plan.notices:
-        say(f"notice: {notice}")
+    git = require_clean_tree(repo, [repo / t.record.spec for t in plan.targets], allow_dirty=allow_dirty)
+    for line in [dirty_summary(git)] + [f"notice: {n}" for n in plan.notices]:
+        if line:
+            events(Notice(line))
     outcomes, contexts = [], []
     for target in plan.targets:
         preflight(target.plan)
-        ctx = runner.start_context(
-            target.plan, ledger, writer, repo, repo / "runs", progress=progress, say=say
-        )
+        ctx = runner.start_context(target.plan, ledger, writer, repo, repo / "runs", git, events)
         contexts.append(ctx)
         records = rerun(ctx, target, repeats or target.plan.experiment.repeats)
         outcomes += [decide(ledger, target, number, records) for number in target.numbers]
-    return record(ledger, plan, outcomes, contexts, writer), outcomes
+    return record(ledger, plan, outcomes, contexts, writer, git=git), outcomes
 
 
 def rerun(ctx: runner.RunContext, target: Target, repeats: int) -> list[PointRecord]:
     """The release's arms, each launched ``repeats`` times; a failure leaves a failure entry."""
+    ctx.events(PhaseStarted("reproduction", repeats * len(target.arms), len(ctx.plan.experiment.points)))
     records: list[PointRecord] = []
-    try:
-        # Instrument options may hold repository-relative paths (the tokenizer), as for `ledger run`
-        # started at the repository root.
-        with contextlib.chdir(ctx.repo):
-            for repeat in range(1, repeats + 1):
-                for arm in target.arms:
-                    records += measure.measure_launch(
-                        ctx.plan,
-                        target.plan.arms[arm],
-                        repeat,
-                        ctx.run_dir,
-                        ctx.run_id,
-                        ctx.repo,
-                        progress=ctx.progress,
-                        tag=TAG,
-                    )
-                    runner.write_records(ctx.run_dir / "measurements.jsonl", records)
-    except BaseException as error:
-        runner.stop_all()
-        ctx.say("reproduction failed: recording a failure entry")
-        error.failure_entry = runner.record_failure(ctx, error, "reproduction")  # type: ignore[attr-defined]
-        raise
+    # Instrument options may hold repository-relative paths (the tokenizer), as for `ledger run`
+    # started at the repository root.
+    with recording_failure(ctx, "reproduction"), contextlib.chdir(ctx.repo):
+        for repeat in range(1, repeats + 1):
+            for arm in target.arms:
+                records += measure.measure_launch(
+                    ctx.plan,
+                    target.plan.arms[arm],
+                    repeat,
+                    ctx.run_dir,
+                    ctx.run_id,
+                    ctx.repo,
+                    events=ctx.events,
+                    tag=TAG,
+                )
+                runner.write_records(ctx.run_dir / "measurements.jsonl", records)
     return records
 
 
@@ -365,7 +364,9 @@ def record(
     outcomes: list[NumberOutcome],
     contexts: list[runner.RunContext],
     writer: str,
+    git: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """The reproduction entry; ``git`` is the stamp taken before the re-run (default: one now)."""
     release = plan.release
     metrics = {k: v for o in outcomes for k, v in number_metrics(o).items()}
     lines = [describe(o) for o in outcomes] + [f"notice: {n}" for n in plan.notices]
@@ -386,4 +387,5 @@ def record(
     }
     refs = [("see", t.result["id"]) for t in plan.targets]
     refs += [("evidence", t.record.calibration) for t in plan.targets if t.record.calibration]
-    return ledger.append("reproduction", payload, writer=writer, refs=refs, git=gitinfo.snapshot(ledger.root))
+    stamp = git or gitinfo.snapshot(ledger.root)
+    return ledger.append("reproduction", payload, writer=writer, refs=refs, git=stamp)

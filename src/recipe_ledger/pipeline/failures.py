@@ -1,0 +1,194 @@
+"""Every stage that spends machine time (calibrate, run, reproduce) fails the same way.
+
+``recording_failure`` wraps a stage: on any error (Ctrl-C included) it stops every server this
+process started, writes the ``failure`` entry (cause, log tail, minutes lost) and raises a
+``RunFailed`` (exit 5) or ``RunInterrupted`` (exit 130) that carries that entry. A run that never
+started (a bad spec, a missing recipe, a preflight refusal) goes through ``recording_setup_failure``
+and keeps its own exit code (2 or 3): the trace is written either way, and the next person sees the
+door that was closed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from recipe_ledger.errors import LedgerError
+from recipe_ledger.instruments.base import InstrumentError
+from recipe_ledger.launch.failures import BootFailure
+from recipe_ledger.launch.registry import stop_all
+from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.pipeline.events import Notice
+from recipe_ledger.pipeline.run import RunContext, artifact_hashes
+from recipe_ledger.redact import redact_text
+
+RUN_FAILED_EXIT = 5
+INTERRUPTED_EXIT = 130
+
+
+class FailureRecorded(LedgerError):
+    """An error after which a ``failure`` entry was written; ``entry`` is that entry."""
+
+    def __init__(
+        self, message: str, *, entry: dict[str, Any], where: str | None = None, hint: str | None = None
+    ):
+        self.entry = entry
+        super().__init__(message, where=where, hint=hint)
+
+    @property
+    def short_id(self) -> str:
+        return self.entry["id"][:12]
+
+
+class RunFailed(FailureRecorded):
+    """A server did not boot or died, an instrument failed, or anything else broke mid-run."""
+
+    exit_code = RUN_FAILED_EXIT
+
+
+class RunInterrupted(FailureRecorded):
+    """Ctrl-C during a run: every server was stopped and the interruption recorded."""
+
+    exit_code = INTERRUPTED_EXIT
+
+
+class SetupFailed(FailureRecorded):
+    """Planning or preflight refused the run; keeps the exit code of the refusal (2 or 3)."""
+
+    def __init__(self, cause: LedgerError, entry: dict[str, Any]):
+        self.exit_code = cause.exit_code
+        super().__init__(
+            f"{cause.message} — failure entry {entry['id'][:12]} recorded",
+            entry=entry,
+            where=cause.where,
+            hint=cause.hint,
+        )
+
+
+# ------------------------------------------------------------------------------ the failure entry
+
+
+def cause_class_of(error: BaseException) -> str:
+    if isinstance(error, KeyboardInterrupt):
+        return "other"
+    if isinstance(error, BootFailure):
+        return {
+            "out_of_memory": "oom",
+            "timeout": "hang",
+            "crash": "no-boot",
+            "rejected_flag": "config",
+            "port_in_use": "config",
+            "image_missing": "config",
+            "docker_unavailable": "config",
+        }.get(error.cause, "no-boot")
+    if isinstance(error, InstrumentError):
+        return "crash"
+    return "other"
+
+
+def describe(error: BaseException) -> str:
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted (Ctrl-C)"
+    if isinstance(error, LedgerError):
+        return error.one_line()
+    return f"{type(error).__name__}: {error}"
+
+
+def record_failure(ctx: RunContext, error: BaseException, where: str) -> dict:
+    tail = getattr(error, "log_tail", None) or getattr(error, "output_tail", None) or ""
+    payload = {
+        "schema_version": 1,
+        "subject": ctx.plan.experiment.name,
+        "cause_class": cause_class_of(error),
+        "cause": redact_text(f"{where}: {describe(error)}")[:2000],
+        "log_tail": redact_text(tail)[-3900:] or None,
+        "minutes_lost": round((time.monotonic() - ctx.started) / 60, 2),
+        "conditions": {"box": ctx.plan.box.id, "run_id": ctx.run_id, "stage": where},
+        "origin": {"how": "measured", "source": ctx.run_id},
+        "artifacts": artifact_hashes(ctx.run_dir),
+    }
+    return ctx.ledger.append("failure", payload, writer=ctx.writer, git=ctx.git)
+
+
+def record_setup_failure(
+    ledger: Ledger, writer: str, subject: str, error: LedgerError, stage: str, git: Any = None
+) -> dict:
+    payload = {
+        "schema_version": 1,
+        "subject": subject,
+        "cause_class": "config",
+        "cause": redact_text(f"{stage}: {error.one_line()}")[:2000],
+        "minutes_lost": 0.0,
+        "conditions": {"stage": stage},
+        "origin": {"how": "measured"},
+    }
+    extra = {} if git is None else {"git": git}
+    return ledger.append("failure", payload, writer=writer, **extra)
+
+
+# ------------------------------------------------------------------------------ the contexts
+
+
+@dataclass
+class StageTracker:
+    """Where a wrapped stage is now; the failure entry names it."""
+
+    stage: str
+
+
+@contextmanager
+def recording_failure(ctx: RunContext, stage: str) -> Iterator[StageTracker]:
+    """Run the body; on any error stop every server, record the failure and raise it typed."""
+    tracker = StageTracker(stage)
+    try:
+        yield tracker
+    except BaseException as error:
+        stop_all()
+        ctx.events(Notice(f"run failed during {tracker.stage}: recording a failure entry"))
+        entry = record_failure(ctx, error, tracker.stage)
+        typed = _typed(error, entry)
+        if typed is None:
+            raise  # SystemExit and friends go on as they are, the entry written
+        raise typed from error
+
+
+def _typed(error: BaseException, entry: dict) -> FailureRecorded | None:
+    short = entry["id"][:12]
+    if isinstance(error, KeyboardInterrupt):
+        return RunInterrupted(
+            f"interrupted: servers stopped; failure entry {short} recorded",
+            entry=entry,
+            hint=f"ledger show {short}",
+        )
+    if isinstance(error, Exception):
+        return RunFailed(
+            f"{describe(error)} — failure entry {short} recorded", entry=entry, hint=f"ledger show {short}"
+        )
+    return None
+
+
+@dataclass
+class SetupTracker:
+    """What the setup failure entry will name: the subject (the experiment's name once it is
+    known, its file name before) and the stage (planning, preflight)."""
+
+    subject: str
+    stage: str
+
+
+@contextmanager
+def recording_setup_failure(
+    ledger: Ledger | None, writer: str, subject: str, stage: str, git: Any = None
+) -> Iterator[SetupTracker]:
+    """Run the body; a LedgerError is recorded (when a ledger is given) and raised as SetupFailed."""
+    tracker = SetupTracker(subject, stage)
+    try:
+        yield tracker
+    except LedgerError as error:
+        if ledger is None:
+            raise
+        entry = record_setup_failure(ledger, writer, tracker.subject, error, tracker.stage, git)
+        raise SetupFailed(error, entry) from error

@@ -1,0 +1,109 @@
+"""The stages the CLI calls, each once: plan an experiment, run it, calibrate its control.
+
+Each stage loads the experiment file once, refuses a dirty tree (unless allowed), records a setup
+failure when planning or preflight refuses, and runs inside ``recording_failure`` so that every
+run leaves exactly one entry. Progress and notices go to one ``events`` callback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from recipe_ledger.experiment.spec import load_experiment
+from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.pipeline import run as runner
+from recipe_ledger.pipeline.clean_tree import dirty_summary, require_clean_tree
+from recipe_ledger.pipeline.events import Events, Notice, Planned, print_notices
+from recipe_ledger.pipeline.failures import recording_failure, recording_setup_failure
+from recipe_ledger.pipeline.plan import ReleaseLookup, RunPlan, plan_run
+from recipe_ledger.pipeline.preflight import preflight
+from recipe_ledger.recipes.catalog import RecipeRoot
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    allow_dirty: bool = False  # run from a tree whose inputs differ from HEAD (recorded, flagged)
+    allow_network_fs: bool = False
+    allow_busy_gpu: bool = False
+
+
+def plan_experiment(spec_path: Path, repo: Path, release_lookup: ReleaseLookup | None = None) -> RunPlan:
+    """Every arm resolved to the exact command it will launch (what `ledger run --plan` shows).
+
+    ``release_lookup`` resolves a release arm ("LANE@VERSION") to its pins; the releases layer sits
+    above this one, so its caller hands it in."""
+    return plan_run(spec_path, load_experiment(spec_path), RecipeRoot(repo / "recipes"), repo, release_lookup)
+
+
+def run_experiment(
+    spec_path: Path,
+    repo: Path,
+    *,
+    writer: str,
+    options: RunOptions = RunOptions(),
+    release_lookup: ReleaseLookup | None = None,
+    events: Events = print_notices,
+) -> runner.RunOutcome:
+    """`ledger run`: calibrate (or reuse a calibration), measure ABBA, decide, record the result.
+
+    Raises SetupFailed (planning/preflight refused, exit 2 or 3), RunFailed (exit 5) or
+    RunInterrupted (exit 130), each after writing its failure entry; a dirty tree is refused
+    (StateError) before anything is written."""
+    ctx = _started(spec_path, repo, writer, options, release_lookup, events)
+    with recording_failure(ctx, "calibration") as tracker:
+        cals, inline = runner.calibrations(ctx)
+        tracker.stage = "measurement"
+        records = runner.run_schedule(ctx)
+        tracker.stage = "verdict"
+        verdict_list, bars = runner.decide_bars(ctx, records, cals)
+        entry = runner.record_result(ctx, records, bars, cals, inline)
+    return runner.RunOutcome(
+        ctx.run_id, ctx.run_dir, entry, verdict_list, bars, records, [e["id"] for e in cals.values()], inline
+    )
+
+
+def calibrate_experiment(
+    spec_path: Path,
+    repo: Path,
+    *,
+    writer: str,
+    options: RunOptions = RunOptions(),
+    release_lookup: ReleaseLookup | None = None,
+    events: Events = print_notices,
+) -> list[dict]:
+    """`ledger calibrate`: A/A launches of the control; one calibration entry per bar metric."""
+    ctx = _started(spec_path, repo, writer, options, release_lookup, events)
+    with recording_failure(ctx, "calibration"):
+        records, _ = runner.calibrate_inline(ctx)
+        runner.write_records(ctx.run_dir / "calibration.jsonl", records)
+        return list(runner.record_calibrations(ctx, records).values())
+
+
+def _started(
+    spec_path: Path,
+    repo: Path,
+    writer: str,
+    options: RunOptions,
+    release_lookup: ReleaseLookup | None,
+    events: Events,
+) -> runner.RunContext:
+    """Tree checked, experiment loaded once, planned, preflighted: the context of a run about to
+    launch. The git stamp is taken here, at launch: that is the state the numbers belong to."""
+    ledger = Ledger.open(repo)
+    git = require_clean_tree(repo, [spec_path], allow_dirty=options.allow_dirty)
+    summary = dirty_summary(git)
+    if summary:
+        events(Notice(summary))
+    with recording_setup_failure(ledger, writer, spec_path.stem, "planning", git) as setup:
+        experiment = load_experiment(spec_path)
+        setup.subject = experiment.name
+        plan = plan_run(spec_path, experiment, RecipeRoot(repo / "recipes"), repo, release_lookup)
+        events(Planned(plan))
+        setup.stage = "preflight"
+        report = preflight(
+            plan, allow_network_fs=options.allow_network_fs, allow_busy_gpu=options.allow_busy_gpu
+        )
+    for notice in report.notices:
+        events(Notice(f"notice: {notice}"))
+    return runner.start_context(plan, ledger, writer, repo, repo / "runs", git, events)

@@ -1,0 +1,242 @@
+"""The pipeline's own wiring without launching anything: the clean-tree guard, the failure-recording
+contexts and the progress events. Real git repositories in tmp_path, a fake server, no mocks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recipe_ledger.errors import InputError, StateError
+from recipe_ledger.launch import registry
+from recipe_ledger.ledger import gitinfo
+from recipe_ledger.ledger.models import Envelope
+from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.pipeline import events, stages
+from recipe_ledger.pipeline import run as runner
+from recipe_ledger.pipeline.clean_tree import dirty_summary, require_clean_tree
+from recipe_ledger.pipeline.failures import (
+    RunFailed,
+    RunInterrupted,
+    SetupFailed,
+    recording_failure,
+    recording_setup_failure,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(root), "-c", "user.email=t@t", "-c", "user.name=t", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+@pytest.fixture()
+def tree(tmp_path) -> Path:
+    root = tmp_path / "repo"
+    for folder in ("recipes/boxes", "recipes/models", "scripts", "experiments", "src/recipe_ledger", "docs"):
+        (root / folder).mkdir(parents=True)
+    (root / "recipes" / "boxes" / "cpu-only.yaml").write_bytes(
+        (REPO / "recipes" / "boxes" / "cpu-only.yaml").read_bytes()
+    )
+    (root / "recipes" / "models" / ".keep").write_text("")
+    (root / "scripts" / "probe.py").write_text("print(1)\n")
+    (root / "src" / "recipe_ledger" / "tool.py").write_text("X = 1\n")
+    (root / "experiments" / "x.yaml").write_text(json.dumps(study_spec()))
+    (root / ".gitignore").write_text("scratch/\n")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "init")
+    Ledger.init(root)
+    return root
+
+
+def study_spec() -> dict:
+    return {
+        "name": "wiring",
+        "hypothesis": "h",
+        "box": "cpu-only",
+        "engine": "none",
+        "server": {"needs_server": False},
+        "control": {"params": {"p": "a"}},
+        "candidates": {"b": {"params": {"p": "b"}}},
+        "instruments": [
+            {"name": "probe", "kind": "command", "command": [sys.executable, "scripts/probe.py"]}
+        ],
+        "points": [1, 2],
+        "repeats": 2,
+        "bars": [{"metric": "m", "point": 1, "direction": "higher", "min_effect": 0.1}],
+        "calibration": {"repeats": 2},
+    }
+
+
+# ------------------------------------------------------------------------------ which files differ
+
+
+def test_an_untouched_tree_has_no_feeding_changes(tree):
+    (tree / "docs" / "notes.md").write_text("not an input\n")  # untracked, but outside the inputs
+    (tree / "runs").mkdir()
+    (tree / "runs" / "r.json").write_text("{}")
+    changes = gitinfo.feeding_changes(tree, [tree / "experiments" / "x.yaml"])
+    assert changes is not None and not changes.dirty and changes.diff_sha256 is None
+    assert changes.commit == git(tree, "rev-parse", "HEAD").strip()
+
+
+def test_modified_staged_and_untracked_inputs_are_named_and_ignored_files_are_not(tree):
+    (tree / "scripts" / "probe.py").write_text("print(2)\n")
+    (tree / "recipes" / "new.yaml").write_text("a: 1\n")
+    git(tree, "add", "recipes/new.yaml")
+    (tree / "src" / "recipe_ledger" / "extra.py").write_text("Y = 2\n")
+    (tree / "scratch").mkdir()
+    (tree / "scratch" / "ignored.py").write_text("")
+    (tree / "experiments" / "x.yaml").write_text("{}")
+    changes = gitinfo.feeding_changes(tree, [])  # the experiment is only an input when named
+    assert changes.files == ("recipes/new.yaml", "scripts/probe.py", "src/recipe_ledger/extra.py")
+    named = gitinfo.feeding_changes(tree, [tree / "experiments" / "x.yaml"])
+    assert "experiments/x.yaml" in named.files
+
+
+def test_the_diff_hash_is_stable_and_follows_the_content(tree):
+    probe = tree / "scripts" / "probe.py"
+    probe.write_text("print(2)\n")
+    (tree / "scripts" / "new.py").write_text("a\n")
+    first = gitinfo.feeding_changes(tree).diff_sha256
+    assert first == gitinfo.feeding_changes(tree).diff_sha256
+    (tree / "scripts" / "new.py").write_text("b\n")  # an untracked file's bytes count too
+    second = gitinfo.feeding_changes(tree).diff_sha256
+    probe.write_text("print(3)\n")
+    assert len({first, second, gitinfo.feeding_changes(tree).diff_sha256}) == 3
+
+
+def test_a_dirty_input_is_refused_naming_it_and_allow_dirty(tree):
+    (tree / "scripts" / "probe.py").write_text("print(2)\n")
+    with pytest.raises(StateError) as refused:
+        require_clean_tree(tree, [], allow_dirty=False)
+    text = refused.value.one_line()
+    assert refused.value.exit_code == 3
+    assert "1 file that feeds this measurement differs from commit" in text
+    assert "scripts/probe.py" in text and "--allow-dirty" in text
+
+
+def test_an_allowed_dirty_tree_gives_a_stamp_that_says_so_and_validates(tree):
+    (tree / "scripts" / "probe.py").write_text("print(2)\n")
+    stamp = require_clean_tree(tree, [], allow_dirty=True)
+    assert stamp["dirty"] is True and stamp["dirty_files"] == ["scripts/probe.py"]
+    assert stamp["diff_sha256"] == gitinfo.feeding_changes(tree).diff_sha256
+    assert "DIRTY TREE" in dirty_summary(stamp)
+    entry = Ledger.open(tree).append("note", {"text": "n"}, writer="box", git=stamp)
+    Envelope.model_validate(entry)  # the envelope model reads the new stamp fields
+    assert dirty_summary({"commit": "abc", "dirty": True}) is None  # dirty outside the inputs: no flag
+
+
+def test_outside_git_the_stated_state_is_recorded_and_nothing_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv(gitinfo.SNAPSHOT_ENV, "abc123+dirty")
+    (tmp_path / "scripts").mkdir()
+    assert require_clean_tree(tmp_path, [], allow_dirty=False) == {"commit": "abc123", "dirty": True}
+
+
+# ------------------------------------------------------------------------------ recording failures
+
+
+class FakeServer:
+    def __init__(self):
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+        registry.unregister(self)
+
+
+def _context(tree: Path, seen: list) -> runner.RunContext:
+    plan = stages.plan_experiment(tree / "experiments" / "x.yaml", tree)
+    return runner.start_context(plan, Ledger.open(tree), "box", tree, tree / "runs", None, seen.append)
+
+
+@pytest.mark.parametrize(
+    ("error", "typed", "exit_code", "cause"),
+    [
+        (KeyboardInterrupt(), RunInterrupted, 130, "interrupted (Ctrl-C)"),
+        (ValueError("bad number"), RunFailed, 5, "ValueError: bad number"),
+        (InputError("no such column", where="bench.json"), RunFailed, 5, "bench.json: no such column"),
+    ],
+)
+def test_a_failing_stage_stops_servers_records_once_and_raises_with_the_entry(
+    tree, error, typed, exit_code, cause
+):
+    seen: list = []
+    ctx = _context(tree, seen)
+    server = FakeServer()
+    registry.register(server)
+    with pytest.raises(typed) as raised:
+        with recording_failure(ctx, "calibration") as tracker:
+            tracker.stage = "measurement"
+            raise error
+    entry = raised.value.entry
+    assert server.stopped and raised.value.exit_code == exit_code
+    assert entry["id"][:12] in raised.value.one_line() and raised.value.__cause__ is error
+    assert entry["payload"]["conditions"]["stage"] == "measurement"
+    assert entry["payload"]["cause"] == f"measurement: {cause}"
+    assert [e["id"] for e in Ledger.open(tree).entries()] == [entry["id"]]
+    assert any(isinstance(e, events.Notice) and "failure entry" in e.text for e in seen)
+
+
+def test_a_setup_refusal_keeps_its_exit_code_and_names_the_entry(tree):
+    ledger = Ledger.open(tree)
+    with pytest.raises(SetupFailed) as raised:
+        with recording_setup_failure(ledger, "box", "x", "planning") as setup:
+            setup.subject, setup.stage = "wiring", "preflight"
+            raise StateError("port 1 is in use", where="127.0.0.1:1", hint="stop it")
+    failure = raised.value
+    assert failure.exit_code == 3 and failure.where == "127.0.0.1:1" and failure.hint == "stop it"
+    assert failure.entry["payload"]["subject"] == "wiring"
+    assert failure.entry["payload"]["conditions"]["stage"] == "preflight"
+    assert f"failure entry {failure.entry['id'][:12]}" in failure.one_line()
+
+
+def test_planning_without_a_ledger_records_nothing(tree):
+    with pytest.raises(InputError):
+        with recording_setup_failure(None, "box", "x", "planning"):
+            raise InputError("bad spec")
+
+
+# ------------------------------------------------------------------------------ the stages
+
+
+def test_a_dirty_tree_is_refused_before_the_stage_writes_anything(tree):
+    (tree / "experiments" / "x.yaml").write_text(json.dumps({**study_spec(), "repeats": 3}))
+    with pytest.raises(StateError, match=r"experiments/x\.yaml"):
+        stages.run_experiment(tree / "experiments" / "x.yaml", tree, writer="box", events=events.ignore)
+    assert Ledger.open(tree).entries() == []
+
+
+def test_a_planning_failure_is_recorded_under_the_file_name(tree):
+    (tree / "experiments" / "broken.yaml").write_text("name: [unclosed\n")
+    git(tree, "add", "-A")
+    git(tree, "commit", "-q", "-m", "broken")
+    with pytest.raises(SetupFailed) as raised:
+        stages.run_experiment(tree / "experiments" / "broken.yaml", tree, writer="box", events=events.ignore)
+    assert raised.value.exit_code == 2
+    assert raised.value.entry["payload"]["subject"] == "broken"
+
+
+def test_a_study_run_reports_typed_progress_and_records_one_result(tree, monkeypatch):
+    monkeypatch.chdir(tree)  # the instrument names scripts/ relative to the repository, as `ledger run` does
+    (tree / "scripts" / "probe.py").write_text("import json, sys\nprint(json.dumps({'m': 100.0}))\n")
+    git(tree, "commit", "-qam", "probe")
+    seen: list = []
+    outcome = stages.run_experiment(tree / "experiments" / "x.yaml", tree, writer="box", events=seen.append)
+    phases = [e for e in seen if isinstance(e, events.PhaseStarted)]
+    points = [e for e in seen if isinstance(e, events.PointMeasured)]
+    assert [(p.name, p.total_points) for p in phases] == [("calibration", 4), ("measurement", 8)]
+    assert len(points) == sum(p.total_points for p in phases)
+    assert isinstance(seen[0], events.Planned) and seen[0].plan.experiment.name == "wiring"
+    kinds = [e["kind"] for e in Ledger.open(tree).entries()]
+    assert kinds == ["calibration", "result"] and outcome.entry["kind"] == "result"
+    assert outcome.entry["git"]["dirty"] is False and "diff_sha256" not in outcome.entry["git"]
