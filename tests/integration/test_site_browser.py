@@ -83,7 +83,7 @@ def _errors(driver) -> list[str]:
 
 
 def _cli_text(project: Path, cli: str) -> str:
-    result = CliRunner().invoke(main, cli.split()[1:] + ["--root", str(project / "recipes")])
+    result = CliRunner().invoke(main, cli.split()[1:] + ["--recipes", str(project / "recipes")])
     assert result.exit_code == 0, result.output
     return result.stdout.rstrip("\n")
 

@@ -175,14 +175,14 @@ def _one_line_error(result, *fragments):
 def test_malformed_yaml(broken_root):
     path = broken_root / "models" / "recipe-ledger" / "tiny-qwen2.yaml"
     path.write_text(path.read_text().replace('  slug: "tiny-qwen2"', '  slug: ["tiny-qwen2"'))
-    result = run("recipe", "command", "tiny-qwen2", "--root", str(broken_root))
+    result = run("recipe", "command", "tiny-qwen2", "--recipes", str(broken_root))
     _one_line_error(result, "tiny-qwen2.yaml:", "malformed YAML")
 
 
 def test_wrong_type(broken_root):
     path = broken_root / "models" / "recipe-ledger" / "tiny-qwen2.yaml"
     path.write_text(path.read_text().replace("vram_minimum_gb: 0.1", 'vram_minimum_gb: "lots"'))
-    result = run("recipe", "command", "tiny-qwen2", "--root", str(broken_root))
+    result = run("recipe", "command", "tiny-qwen2", "--recipes", str(broken_root))
     _one_line_error(
         result, "tiny-qwen2.yaml:59:", 'variants.default.vram_minimum_gb: expected a number, got "lots"'
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from recipe_ledger.cli.render_command import render
+from recipe_ledger.cli.recipe import render
 from recipe_ledger.errors import InputError, ResolutionError
 from recipe_ledger.recipes import resolve, shell
 from recipe_ledger.recipes.corpus import Corpus, resolve_case
@@ -69,7 +69,7 @@ def test_the_cli_batch_prints_the_reference_lines(compat_dir: Path, tmp_path: Pa
     cases = [{k: v for k, v in json.loads(line).items() if k != "result"} for line in lines]
     batch = tmp_path / "cases.jsonl"
     batch.write_text("\n".join(json.dumps(c) for c in cases) + "\n", encoding="utf-8")
-    out = CliRunner().invoke(render, ["--batch", str(batch), "--root", str(compat_dir / "vllm-recipes")])
+    out = CliRunner().invoke(render, ["--batch", str(batch), "--recipes", str(compat_dir / "vllm-recipes")])
     assert out.exit_code == 0, out.output
     expected = [
         json.dumps({"result": json.loads(line)["result"]}, separators=(",", ":"), ensure_ascii=False)
@@ -81,16 +81,16 @@ def test_the_cli_batch_prints_the_reference_lines(compat_dir: Path, tmp_path: Pa
 def test_the_cli_names_the_bad_line(compat_dir: Path, tmp_path: Path) -> None:
     batch = tmp_path / "cases.jsonl"
     batch.write_text('{"recipe": "models/none.yaml", "variant": "default", "hardware": "h200"}\n{oops\n')
-    out = CliRunner().invoke(render, ["--batch", str(batch), "--root", str(compat_dir / "vllm-recipes")])
+    out = CliRunner().invoke(render, ["--batch", str(batch), "--recipes", str(compat_dir / "vllm-recipes")])
     assert isinstance(out.exception, InputError)
     assert f"{batch}:1" in str(out.exception)
     batch.write_text("\n{oops\n")
-    out = CliRunner().invoke(render, ["--batch", str(batch), "--root", str(compat_dir / "vllm-recipes")])
+    out = CliRunner().invoke(render, ["--batch", str(batch), "--recipes", str(compat_dir / "vllm-recipes")])
     assert isinstance(out.exception, InputError) and f"{batch}:2" in str(out.exception)
 
 
 def test_a_missing_root_is_input_error(tmp_path: Path) -> None:
-    out = CliRunner().invoke(render, ["--batch", "-", "--root", str(tmp_path / "nope")], input="")
+    out = CliRunner().invoke(render, ["--batch", "-", "--recipes", str(tmp_path / "nope")], input="")
     assert isinstance(out.exception, InputError) and "nope" in str(out.exception)
 
 

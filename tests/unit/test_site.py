@@ -76,7 +76,7 @@ def test_the_builder_shows_exactly_what_the_cli_prints(site: Path, tmp_path: Pat
     assert len(data["combos"]) > 100
     checked = 0
     for cell in data["combos"].values():
-        args = cell["cli"].split()[1:] + ["--root", str(recipes)]
+        args = cell["cli"].split()[1:] + ["--recipes", str(recipes)]
         result = runner.invoke(main, args)
         if "error" in cell:
             assert result.exit_code != 0

@@ -4,11 +4,19 @@ This package is the only one that imports click. Exit codes:
   0 success; 1 a finding (lint warnings with --strict, a verify failure, a losing verdict);
   2 bad input (a malformed file, an unknown id, a missing path); 3 the world is not ready
   (a port in use, a dead server); 130 interrupted.
+
+Every command is registered one way: in ``COMMANDS`` below, by name, as "module:attribute" and its
+one-line summary. A command's module is imported only when that command runs (or shows its own
+help), so ``ledger --help`` and ``ledger log`` do not pay for docker, MLflow or the recipe models.
+Each module is named after its command (``cli/log.py`` is ``ledger log``, ``cli/recipe.py`` the
+``ledger recipe`` group); the options they share are defined once, in ``cli/options.py``.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import NamedTuple
 
 import click
 
@@ -16,8 +24,109 @@ from recipe_ledger import __version__
 from recipe_ledger.errors import LedgerError
 
 
+class LazyCommand(NamedTuple):
+    target: str  # "module:attribute" of the click command
+    summary: str  # the first line of its docstring, for `ledger --help` (a unit test keeps them equal)
+
+
+COMMANDS: dict[str, LazyCommand] = {
+    "calibrate": LazyCommand(
+        "recipe_ledger.cli.run_commands:calibrate_cmd",
+        "A/A runs of EXPERIMENT's control: measure the instrument's noise and record a calibration.",
+    ),
+    "experiment": LazyCommand(
+        "recipe_ledger.cli.run_commands:experiment_group",
+        "Experiment specs (experiments/*.yaml): their JSON Schema.",
+    ),
+    "fit": LazyCommand(
+        "recipe_ledger.cli.fit:fit", "Memory arithmetic for recipe NAME on BOX, before any download."
+    ),
+    "import-seed": LazyCommand(
+        "recipe_ledger.cli.import_seed:import_seed",
+        "Write the 000 seed's campaign (imported from its document, not measured here); idempotent.",
+    ),
+    "init": LazyCommand(
+        "recipe_ledger.cli.init:init", "Create ledger/ (format marker, .gitattributes); safe to run again."
+    ),
+    "log": LazyCommand("recipe_ledger.cli.log:log", "List entries, oldest first, with their folded status."),
+    "mlflow": LazyCommand(
+        "recipe_ledger.cli.mlflow:mlflow_group",
+        "Index the ledger into MLflow to browse and plot it (the ledger stays the record).",
+    ),
+    "note": LazyCommand(
+        "recipe_ledger.cli.note:note", "Append a note (a closed door, an observation) and print its id."
+    ),
+    "recipe": LazyCommand(
+        "recipe_ledger.cli.recipe:recipe",
+        "Recipes in the vLLM recipes schema: list, show, command, render, lint, schema.",
+    ),
+    "release": LazyCommand(
+        "recipe_ledger.cli.release_commands:release",
+        "Published lanes: publish a release with full pins, list, show and diff them.",
+    ),
+    "reproduce": LazyCommand(
+        "recipe_ledger.cli.release_commands:reproduce_cmd",
+        "Re-run the experiments behind a release's numbers with its pins and record a reproduction.",
+    ),
+    "retract": LazyCommand(
+        "recipe_ledger.cli.retract:retract",
+        "Retract entry ID (it stays, marked retracted) and print the retraction's id.",
+    ),
+    "run": LazyCommand(
+        "recipe_ledger.cli.run_commands:run_cmd",
+        "Run EXPERIMENT on this box: launch, measure against the control (ABBA), decide, record.",
+    ),
+    "show": LazyCommand(
+        "recipe_ledger.cli.show:show",
+        "Show entry ID (or a unique id prefix), its status and everything that refers to it.",
+    ),
+    "site": LazyCommand(
+        "recipe_ledger.cli.site:site_cmd",
+        "Build the static site: recipes with their command builder, releases, experiments, the ledger.",
+    ),
+    "tables": LazyCommand(
+        "recipe_ledger.cli.tables:tables_cmd",
+        "Write the published tables (csv, json, md) from the verified, non-retracted ledger entries.",
+    ),
+    "verify": LazyCommand(
+        "recipe_ledger.cli.verify:verify",
+        "Check every chain: hashes, links, order, refs, torn tails. Exit 1 naming file:line if not whole.",
+    ),
+}
+
+
+def load_command(target: str) -> click.Command:
+    """Import "module:attribute" and return the click command it names."""
+    module_name, _, attribute = target.partition(":")
+    command = getattr(importlib.import_module(module_name), attribute)
+    if not isinstance(command, click.Command):
+        raise TypeError(f"{target} is not a click command")
+    return command
+
+
+def _short_help(summary: str, limit: int) -> str:
+    """The summary cut as click cuts a command's help for a group's listing."""
+    return click.Command(None, help=summary).get_short_help_str(limit)
+
+
 class LedgerGroup(click.Group):
-    """A click group that turns a LedgerError into one line on stderr and its exit code."""
+    """The top-level group: loads commands lazily from ``COMMANDS`` (click's LazyGroup pattern) and
+    turns a LedgerError into one line on stderr and its exit code."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS:
+            return load_command(COMMANDS[cmd_name].target)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # From the static summaries: listing the commands must not import every command module.
+        rows = [(name, COMMANDS[name].summary) for name in self.list_commands(ctx) if name in COMMANDS]
+        limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, _short_help(text, limit)) for name, text in rows])
 
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         try:
@@ -35,31 +144,6 @@ class LedgerGroup(click.Group):
 def main() -> None:
     """Recipe Ledger: launch commands, memory fit, measured runs and an append-only ledger."""
 
-
-def _register() -> None:
-    from recipe_ledger.cli import ledger_commands, recipe_commands, run_commands
-
-    main.add_command(recipe_commands.recipe)
-    main.add_command(recipe_commands.fit)
-    main.add_command(run_commands.run_cmd)
-    main.add_command(run_commands.calibrate_cmd)
-    main.add_command(run_commands.experiment_group)
-    for command in ledger_commands.COMMANDS:
-        main.add_command(command)
-    from recipe_ledger.cli import mlflow_commands
-
-    main.add_command(mlflow_commands.mlflow_group)
-    from recipe_ledger.cli import release_commands
-
-    for command in release_commands.COMMANDS:
-        main.add_command(command)
-    from recipe_ledger.cli import publish_commands
-
-    for command in publish_commands.COMMANDS:
-        main.add_command(command)
-
-
-_register()
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -42,7 +42,7 @@ class RecipeRoot:
             raise SpecError(
                 "not a recipes root: no models/ folder",
                 where=str(self.root),
-                hint="pass --root pointing at a folder with models/, taxonomy.yaml, strategies/",
+                hint="pass --recipes pointing at a folder with models/, taxonomy.yaml, strategies/",
             )
         self.corpus: Corpus = load_corpus(str(self.root))
 
@@ -83,7 +83,7 @@ class RecipeRoot:
         raise UnknownIdError(
             f"no recipe {name!r} under {self.root}{suggest(name, names)}",
             where=name,
-            hint=f"ledger recipe list --root {self.root}",
+            hint=f"ledger recipe list --recipes {self.root}",
         )
 
     def _stem_index(self) -> dict[str, Path]:
@@ -101,7 +101,7 @@ class RecipeRoot:
             raise SpecError(
                 "the recipe file is outside the recipes root",
                 where=str(path),
-                hint=f"move it under {self.root}/models/ or pass --root",
+                hint=f"move it under {self.root}/models/ or pass --recipes",
             ) from None
         doc = self.corpus.doc(ref)
         return LoadedRecipe(ref=ref, doc=doc, recipe=validate_doc(doc, Recipe, what="recipe"))

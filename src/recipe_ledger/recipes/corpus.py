@@ -26,7 +26,7 @@ class Corpus:
             raise InputError(
                 "recipes root is not a directory",
                 where=str(self.root),
-                hint="pass --root DIR containing taxonomy.yaml and strategies/",
+                hint="pass --recipes DIR containing taxonomy.yaml and strategies/",
             )
         self._recipes: dict[str, dict] = {}
         self._docs: dict[str, YamlDoc] = {}

@@ -1,7 +1,7 @@
-"""`ledger tables` and `ledger site`: what `dvc repro` runs (see dvc.yaml and docs/site.md).
+"""`ledger site`: the static site, what the dvc stage `site` runs (see dvc.yaml and docs/site.md).
 
-Both refuse a ledger that does not verify. Paths given relative are kept relative in what the
-files record, so the output never depends on where the repository was cloned.
+It refuses a ledger that does not verify. Paths given relative are kept relative in what the pages
+record, so the output never depends on where the repository was cloned.
 """
 
 from __future__ import annotations
@@ -10,46 +10,11 @@ from pathlib import Path
 
 import click
 
-from recipe_ledger.ledger.gitinfo import top_level
-
-ROOT_OPTION = click.option(
-    "--root",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=None,
-    help="Project root holding ledger/ and recipes/ (default: the git top level).",
-)
-
-
-def _root(root: Path | None) -> Path:
-    return root if root is not None else top_level(Path.cwd())
-
-
-def _under(root: Path, path: Path) -> Path:
-    """``--out`` is taken relative to the project root (as dvc runs it), unless absolute."""
-    return path if path.is_absolute() else root / path
-
-
-@click.command("tables")
-@ROOT_OPTION
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=Path("tables"),
-    show_default=True,
-    help="Folder for the tables, relative to --root.",
-)
-def tables_cmd(root: Path | None, out: Path) -> None:
-    """Write the published tables (csv, json, md) from the verified, non-retracted ledger entries."""
-    from recipe_ledger.tables import write_tables
-
-    project = _root(root)
-    label = out.as_posix() if not out.is_absolute() else out.name
-    written = write_tables(project, _under(project, out), label=label)
-    click.echo(f"{len(written)} table files in {out}")
+from recipe_ledger.cli.options import root_option, under_root
 
 
 @click.command("site")
-@ROOT_OPTION
+@root_option
 @click.option(
     "--out",
     type=click.Path(path_type=Path, file_okay=False),
@@ -58,14 +23,13 @@ def tables_cmd(root: Path | None, out: Path) -> None:
     help="Folder for the static site, relative to --root (emptied first).",
 )
 @click.option("--progress/--no-progress", default=None, help="A progress bar (default: on a terminal).")
-def site_cmd(root: Path | None, out: Path, progress: bool | None) -> None:
+def site_cmd(root: Path, out: Path, progress: bool | None) -> None:
     """Build the static site: recipes with their command builder, releases, experiments, the ledger."""
     from recipe_ledger.site import build_site
 
-    project = _root(root)
     show = click.get_text_stream("stderr").isatty() if progress is None else progress
     with _progress_bar(show) as tick:
-        report = build_site(project, _under(project, out), progress=tick)
+        report = build_site(root, under_root(root, out), progress=tick)
     broken = f", {len(report.broken_recipes)} recipe(s) that do not load" if report.broken_recipes else ""
     click.echo(
         f"{report.pages} pages, {report.files} files, {report.bytes / 1e6:.1f} MB in {out} "
@@ -98,6 +62,3 @@ class _progress_bar:
     def __exit__(self, *exc) -> None:
         if self.progress is not None:
             self.progress.stop()
-
-
-COMMANDS = [tables_cmd, site_cmd]

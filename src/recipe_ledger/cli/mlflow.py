@@ -11,17 +11,7 @@ from pathlib import Path
 import click
 
 from recipe_ledger import tracking
-from recipe_ledger.ledger.gitinfo import top_level
-
-ROOT_OPTION = click.option(
-    "--root",
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Repository root (default: git top level).",
-)
-
-
-def _repo_root(root: Path | None) -> Path:
-    return root.resolve() if root else top_level(Path.cwd())
+from recipe_ledger.cli.options import root_option
 
 
 @click.group("mlflow")
@@ -30,7 +20,7 @@ def mlflow_group() -> None:
 
 
 @mlflow_group.command("sync")
-@ROOT_OPTION
+@root_option
 @click.option(
     "--tracking-uri",
     envvar="MLFLOW_TRACKING_URI",
@@ -42,28 +32,28 @@ def mlflow_group() -> None:
     show_default=True,
     help="MLflow experiment that holds the index.",
 )
-def sync_cmd(root: Path | None, tracking_uri: str | None, experiment: str) -> None:
+def sync_cmd(root: Path, tracking_uri: str | None, experiment: str) -> None:
     """Index the ledger into MLflow, idempotently.
 
     Result, calibration and failure entries become runs, with their run folders' measurements as
     child runs and files as artifacts. An entry already indexed is not indexed again; only its
     status tags (retracted, superseded, reproduced) are refreshed.
     """
-    report = tracking.sync_ledger(_repo_root(root), tracking_uri, experiment_name=experiment)
+    report = tracking.sync_ledger(root.resolve(), tracking_uri, experiment_name=experiment)
     click.echo(str(report))
 
 
 @mlflow_group.command("export")
 @click.argument("dest", type=click.Path(path_type=Path, file_okay=False))
-@ROOT_OPTION
+@root_option
 @click.option(
     "--tracking-uri", help="A local sqlite:/// store to export (default: sqlite:///<root>/mlflow.db)."
 )
-def export_cmd(dest: Path, root: Path | None, tracking_uri: str | None) -> None:
+def export_cmd(dest: Path, root: Path, tracking_uri: str | None) -> None:
     """Copy the local MLflow store into DEST.
 
     DEST gets mlflow.db (a consistent snapshot) and mlartifacts/, with artifact paths relative to
     DEST: serve it with `cd DEST && mlflow ui --backend-store-uri sqlite:///mlflow.db`.
     """
-    report = tracking.export_local_store(_repo_root(root), dest, tracking_uri)
+    report = tracking.export_local_store(root.resolve(), dest, tracking_uri)
     click.echo(str(report))

@@ -1,0 +1,104 @@
+"""`ledger fit`: memory arithmetic for a recipe on a box profile, before any download."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from recipe_ledger.cli.options import json_option, recipes_option
+from recipe_ledger.cli.output import print_json, print_table
+from recipe_ledger.recipes.boxes import list_boxes as list_boxes_in
+from recipe_ledger.recipes.catalog import RecipeRoot
+from recipe_ledger.recipes.fit import GB, GIB, FitReport, verdict_lines
+from recipe_ledger.recipes.fitting import fit_recipe, fit_report_dict
+
+
+@click.command("fit")
+@click.argument("name", required=False)
+@click.option("--box", help="Box profile id, e.g. dgx-station-gb300 (see --list-boxes).")
+@click.option(
+    "--context",
+    type=click.IntRange(1),
+    help="Context length in tokens (default: the command's --max-model-len).",
+)
+@click.option(
+    "--offload-gb",
+    type=click.FloatRange(0),
+    help="Expert GiB offloaded per GPU (overrides --cpu-offload-gb).",
+)
+@click.option("--gpu-util", type=click.FloatRange(0.05, 1.0), help="Overrides --gpu-memory-utilization.")
+@click.option("--list-boxes", is_flag=True, help="List the box profiles and exit.")
+@json_option("The fit report as JSON.")
+@recipes_option
+def fit(name, box, context, offload_gb, gpu_util, list_boxes, as_json, recipes: Path) -> None:
+    """Memory arithmetic for recipe NAME on BOX, before any download.
+
+    Shows where each checkpoint component lives, the GPU-resident total against HBM x
+    utilization, host RAM used, KV bytes per token x context, and what must be offloaded.
+    """
+    root = RecipeRoot(recipes)
+    boxes_dir = root.root / "boxes"
+    if list_boxes:
+        print_table(
+            ["box", "hardware", "GPUs", "HBM/GPU GiB", "host RAM GiB", "link GB/s"],
+            [
+                [b.id, b.hardware or "-", b.gpu.count, b.gpu.hbm_gib, b.host.ram_gib, b.link.bandwidth_gbps]
+                for b in list_boxes_in(boxes_dir)
+            ],
+        )
+        return
+    if not name or not box:
+        raise click.UsageError("give a recipe NAME and --box (or --list-boxes)")
+    report, resolved = fit_recipe(
+        root, name, box, context=context, offload_gib=offload_gb, gpu_utilization=gpu_util
+    )
+    if as_json:
+        print_json(fit_report_dict(report))
+        return
+    print_fit(report, resolved)
+
+
+def print_fit(report: FitReport, resolved) -> None:
+    click.echo(
+        f"# {resolved.loaded.recipe.meta.title} on {report.box_id} "
+        f"({resolved.hardware}, {resolved.strategy}, {resolved.variant})"
+    )
+    print_table(
+        ["component", "stored GiB", "on GPU GiB", "in host RAM GiB", "placement"],
+        [
+            [p.name, f"{p.stored_gib:.1f}", f"{p.gpu_gib:.1f}", f"{p.host_gib:.1f}", p.where]
+            for p in report.placements
+        ],
+    )
+    gb_total = report.checkpoint_gib * GIB / GB
+    declared = f" (recipe: {report.vram_minimum_declared_gb:g})" if report.vram_minimum_declared_gb else ""
+    rows = [
+        ["checkpoint", f"{report.checkpoint_gib:.1f} GiB = {gb_total:.1f} GB (guide: {report.disk_gb:g} GB)"],
+        [
+            "vram_minimum_gb",
+            f"{report.vram_minimum_computed_gb:g} = ceil(headroom x {report.disk_gb:g} GB){declared}",
+        ],
+        [
+            "GPU budget",
+            f"{report.budget_gib:.1f} GiB = {report.gpu_count} x HBM x {report.gpu_utilization:g}",
+        ],
+        ["GPU-resident weights", f"{report.resident_gib:.1f} GiB"],
+        ["runtime reserve", f"{report.reserve_gib:g} GiB"],
+        ["left for KV", f"{report.kv_room_gib:.2f} GiB"],
+        ["KV per sequence", f"{report.kv_per_sequence_gib:.3f} GiB at {report.context:,} tokens"],
+        [
+            "KV capacity",
+            f"{report.kv_capacity_tokens:,} tokens, {report.full_context_sequences} full-context sequence(s)",
+        ],
+        ["host RAM pinned", f"{report.host_used_gib:.1f} of {report.host_ram_gib:g} GiB"],
+        ["expert offload", f"{report.expert_offload_gib:g} GiB (asked {report.expert_offload_asked_gib:g})"],
+    ]
+    print_table(["", ""], rows)
+    for line in verdict_lines(report):
+        click.echo(line)
+    for problem in report.problems:
+        click.echo(f"problem: {problem}")
+    click.echo("assumptions:")
+    for note in report.assumptions:
+        click.echo(f"  - {note}")

@@ -1,0 +1,60 @@
+"""`ledger log`: the entries, oldest first, with their folded status."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from recipe_ledger.cli.options import json_option, root_option
+from recipe_ledger.ledger import views
+from recipe_ledger.ledger.fold import STATUSES
+from recipe_ledger.ledger.models import KINDS
+from recipe_ledger.ledger.store import Ledger
+
+
+@click.command("log")
+@click.option("--kind", type=click.Choice(KINDS), default=None, help="Only entries of this kind.")
+@click.option(
+    "--status", type=click.Choice(STATUSES), default=None, help="Only entries with this folded status."
+)
+@json_option("One JSON object per line: the stored entry plus its status.")
+@root_option
+def log(kind: str | None, status: str | None, as_json: bool, root: Path) -> None:
+    """List entries, oldest first, with their folded status."""
+    rows = views.query(Ledger.open(root), kind=kind, status=status)
+    if as_json:
+        for start in range(0, len(rows), 1000):  # batched: one write per thousand lines at 100k entries
+            batch = rows[start : start + 1000]
+            click.echo("\n".join(json.dumps({**e, "status": s}, ensure_ascii=False) for e, s in batch))
+        return
+    _print_table(rows)
+
+
+def _print_table(rows: list[tuple[dict, str]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(soft_wrap=False)
+    if not console.is_terminal:
+        console = Console(soft_wrap=False, width=160)  # piped: a fixed width, not rich's 80 columns
+    table = Table(box=None, pad_edge=False)
+    for column in ("id", "time (UTC)", "writer", "kind", "status", "summary"):
+        table.add_column(
+            column, overflow="ellipsis", no_wrap=True, min_width=12 if column == "summary" else None
+        )
+    for entry, folded in rows:
+        style = "strike dim" if folded == "retracted" else None
+        table.add_row(
+            entry["id"][:12],
+            entry.get("ts", "")[:19].replace("T", " "),
+            entry.get("writer", ""),
+            entry.get("kind", ""),
+            folded,
+            views.summarize(entry),
+            style=style,
+        )
+    console.print(table)
+    if not rows:
+        click.echo("(no entries)")

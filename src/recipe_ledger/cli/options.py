@@ -1,0 +1,141 @@
+"""The options several commands share, each defined once, with the one function that resolves it.
+
+- ``--root DIR``: the project root (holding ledger/, recipes/, runs/) on every command that takes it;
+  default: the git top level of the current directory.
+- ``--recipes DIR``: a recipes root (models/, taxonomy.yaml, strategies/, boxes/) for `recipe` and
+  `fit`; default: the project's recipes/ folder.
+- ``--writer NAME``: the ledger chain to append to; default: $RECIPE_LEDGER_WRITER or the host name.
+- ``--json``: data for machines instead of a table for people.
+
+Each resolver runs as the option's click callback, so a command receives a ``Path`` or a ``str``,
+never ``None``. The core modules they call are imported inside the callbacks: building the command
+line (``ledger --help``) must not import the ledger's pydantic models or GitPython.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import click
+from click.core import ParameterSource
+
+from recipe_ledger.errors import InputError
+
+F = TypeVar("F", bound=Callable)
+
+_RAW_ROOT = "recipe_ledger.raw_root"  # ctx.meta key: --root as given, for the --recipes default
+
+
+def project_root(root: Path | None) -> Path:
+    """The project root: ``root`` as given (relative stays relative), else the git top level of the cwd."""
+    if root is not None:
+        return root
+    from recipe_ledger.ledger.gitinfo import top_level
+
+    return top_level(Path.cwd())
+
+
+def under_root(root: Path, path: Path) -> Path:
+    """An output folder (``--out``) taken relative to the project root (as dvc runs it), unless absolute."""
+    return path if path.is_absolute() else root / path
+
+
+def recipes_root(recipes: Path | None, root: Path | None) -> Path:
+    """The recipes root: ``recipes`` as given, else ``<root>/recipes``, else the project's recipes/.
+
+    Without either option the project's recipes/ is found from the current directory upwards (the
+    folder holding recipes/models/), which is the git top level's recipes/ in a checkout and still
+    works in an unpacked copy without git.
+    """
+    if recipes is not None:
+        return recipes
+    if root is None:
+        from recipe_ledger.recipes.catalog import default_root
+
+        return default_root()
+    if not (root / "recipes").is_dir() and (root / "taxonomy.yaml").is_file():
+        # The old meaning of --root on recipe commands: say what changed rather than "no recipes root".
+        raise InputError(
+            "--root is the project root now, and this folder is a recipes root",
+            where=str(root),
+            hint=f"pass --recipes {root}",
+        )
+    return root / "recipes"
+
+
+def writer_name(writer: str | None) -> str:
+    """The writer (chain) name: ``writer`` as given, else $RECIPE_LEDGER_WRITER or the host name."""
+    if writer:
+        return writer
+    from recipe_ledger.ledger.store import default_writer
+
+    return default_writer()
+
+
+def _resolve_root(ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path | None:
+    return value if ctx.resilient_parsing else project_root(value)
+
+
+def _remember_root(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    ctx.meta[_RAW_ROOT] = value
+
+
+def _resolve_recipes(ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path | None:
+    return value if ctx.resilient_parsing else recipes_root(value, ctx.meta.get(_RAW_ROOT))
+
+
+def _resolve_writer(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    return value if ctx.resilient_parsing else writer_name(value)
+
+
+_ROOT_HELP = (
+    "Project root holding ledger/ and recipes/ (default: the git top level of the current directory)."
+)
+_DIR = click.Path(path_type=Path, file_okay=False)
+
+root_option = click.option("--root", type=_DIR, default=None, callback=_resolve_root, help=_ROOT_HELP)
+
+
+def recipes_option(command: F) -> F:
+    """``--recipes DIR``, and ``--root DIR`` (the project whose recipes/ is the default): one ``recipes``.
+
+    The command receives the resolved recipes root as a Path. ``--root`` is eager so that it is
+    read before ``--recipes`` wherever each stands on the line.
+    """
+    command = click.option(
+        "--recipes",
+        type=_DIR,
+        default=None,
+        callback=_resolve_recipes,
+        help="Recipes root (models/, taxonomy.yaml, strategies/, boxes/). Default: the project's recipes/.",
+    )(command)
+    return click.option(
+        "--root",
+        type=_DIR,
+        default=None,
+        is_eager=True,
+        expose_value=False,
+        callback=_remember_root,
+        help="Project root whose recipes/ to use (default: found from the current directory).",
+    )(command)
+
+
+writer_option = click.option(
+    "--writer",
+    default=None,
+    callback=_resolve_writer,
+    help="Chain to append to (default: $RECIPE_LEDGER_WRITER or the host name).",
+)
+
+
+def recipes_given() -> bool:
+    """Whether the running command got ``--recipes`` or ``--root`` (lint then ignores where its paths lie)."""
+    ctx = click.get_current_context()
+    return ctx.get_parameter_source("recipes") is not ParameterSource.DEFAULT or bool(ctx.meta.get(_RAW_ROOT))
+
+
+def json_option(help: str) -> Callable[[F], F]:
+    """``--json`` as the flag ``as_json``; ``help`` says the shape of what is printed."""
+    return click.option("--json", "as_json", is_flag=True, help=help)

@@ -1,0 +1,265 @@
+"""`ledger recipe list|show|schema|command|lint|render`: the recipe engine's commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import click
+
+from recipe_ledger.cli.options import json_option, recipes_given, recipes_option
+from recipe_ledger.cli.output import print_json, print_json_line, print_table
+from recipe_ledger.errors import InputError, LedgerError
+from recipe_ledger.recipes.catalog import RecipeRoot
+from recipe_ledger.recipes.command import CommandRequest, resolve_for_people, text_for_people
+from recipe_ledger.recipes.corpus import Corpus, resolve_case
+from recipe_ledger.recipes.models import Recipe
+
+
+@click.group()
+def recipe() -> None:
+    """Recipes in the vLLM recipes schema: list, show, command, render, lint, schema."""
+
+
+@recipe.command("list")
+@recipes_option
+@json_option("A JSON list of the recipes.")
+def list_recipes(recipes: Path, as_json: bool) -> None:
+    """List the recipes under the recipes root."""
+    rows = [_summary(item.ref, item.recipe) for item in RecipeRoot(recipes).load_all()]
+    if as_json:
+        print_json(rows)
+        return
+    print_table(
+        ["recipe", "title", "hardware", "variants", "strategies"],
+        [
+            [r["name"], r["title"], ", ".join(r["hardware"]), ", ".join(r["variants"]), len(r["strategies"])]
+            for r in rows
+        ],
+    )
+
+
+def _summary(ref: str, recipe: Recipe) -> dict:
+    return {
+        "name": ref.removeprefix("models/").removesuffix(".yaml"),
+        "path": ref,
+        "title": recipe.meta.title,
+        "model_id": recipe.model.model_id,
+        "hardware": list(recipe.meta.hardware),
+        "variants": list(recipe.variants),
+        "strategies": recipe.compatible_strategies,
+        "features": list(recipe.features),
+    }
+
+
+@recipe.command("show")
+@click.argument("name")
+@recipes_option
+@json_option("The validated recipe as JSON.")
+def show_recipe(name: str, recipes: Path, as_json: bool) -> None:
+    """Show one recipe: model, variants, features, strategies, hardware."""
+    loaded = RecipeRoot(recipes).load(name)
+    recipe = loaded.recipe
+    if as_json:
+        print_json(recipe.model_dump(mode="json", exclude_none=True))
+        return
+    click.echo(f"{recipe.meta.title}  ({loaded.ref})")
+    click.echo(
+        f"model: {recipe.model.model_id}   {recipe.model.parameter_count or ''} "
+        f"{recipe.model.architecture or ''}".rstrip()
+    )
+    click.echo(recipe.meta.description)
+    hardware = ", ".join(f"{hw} ({state})" for hw, state in recipe.meta.hardware.items()) or "-"
+    click.echo(f"hardware: {hardware}")
+    click.echo(f"strategies: {', '.join(recipe.compatible_strategies) or '-'}")
+    print_table(
+        ["variant", "precision", "vram_minimum_gb", "model"],
+        [
+            [v, var.precision, var.vram_minimum_gb, var.model_id or recipe.model.model_id]
+            for v, var in recipe.variants.items()
+        ],
+    )
+    print_table(
+        ["feature", "opt-in", "conflicts with", "description"],
+        [
+            [
+                f,
+                "yes" if f in recipe.opt_in_features else "",
+                ", ".join(feat.conflicts_with),
+                feat.description,
+            ]
+            for f, feat in recipe.features.items()
+        ],
+    )
+    if recipe.memory:
+        total = sum(c.stored_gib for c in recipe.memory.components)
+        click.echo(
+            f"memory: {len(recipe.memory.components)} components, {total:.1f} GiB "
+            f"(ledger fit {name} --box BOX)"
+        )
+
+
+@recipe.command("schema")
+def recipe_schema() -> None:
+    """Print the JSON Schema of the recipe format (the vLLM schema plus our additions)."""
+    schema = Recipe.model_json_schema()
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://recipe-ledger.dev/schema/recipe.json",
+        **schema,
+        "title": "Recipe Ledger recipe (vLLM recipes schema + superset)",
+    }
+    print_json(schema)
+
+
+@recipe.command("command")
+@click.argument("name")
+@click.option(
+    "--hardware", "-H", help="Taxonomy hardware id, e.g. h200, dgx_station_gb300. Default: the site's."
+)
+@click.option(
+    "--strategy", "-s", help="Serving strategy, e.g. single_node_tp. Default: the site's recommendation."
+)
+@click.option("--variant", "-v", help="Variant, e.g. default, fp8. Default: the site's.")
+@click.option(
+    "--feature",
+    "-f",
+    "features",
+    multiple=True,
+    help="Enable a feature (repeatable). Giving any replaces the default features.",
+)
+@click.option("--no-features", is_flag=True, help="Enable no feature at all.")
+@click.option("--nodes", type=click.IntRange(1, 16), help="Node count for multi-node strategies.")
+@click.option("--docker", is_flag=True, help="Print the docker run form.")
+@json_option("The builder's result object as JSON.")
+@recipes_option
+def command_cmd(
+    name, hardware, strategy, variant, features, no_features, nodes, docker, as_json, recipes
+) -> None:
+    """Print the exact launch command for recipe NAME, as recipes.vllm.ai builds it."""
+    chosen = [] if no_features else (list(features) if features else None)
+    request = CommandRequest(name, hardware, strategy, variant, chosen, nodes)
+    resolved = resolve_for_people(RecipeRoot(recipes), request)
+    for warning in resolved.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if as_json:
+        print_json(resolved.result)
+    else:
+        click.echo(text_for_people(resolved, docker=docker))
+
+
+@recipe.command("lint")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path, exists=True))
+@recipes_option
+@json_option("One JSON object per warning, one per line.")
+@click.option("--summary", is_flag=True, help="Only the count of warnings per check.")
+@click.option("--strict", is_flag=True, help="Exit 1 when there is any warning.")
+def lint_cmd(paths: tuple[Path, ...], recipes: Path, as_json: bool, summary: bool, strict: bool) -> None:
+    """Warn about the schema's silent traps in recipe files (default: every recipe of the root).
+
+    PATHS may be recipe files or folders; their recipes root (the folder holding taxonomy.yaml)
+    is found from them unless --recipes (or --root) is given.
+    """
+    warnings = run_lint(list(paths), recipes if recipes_given() or not paths else None)
+    if as_json:
+        for w in warnings:
+            print_json_line({"where": w.where, "code": w.code, "message": w.message})
+    elif summary:
+        counts = Counter(w.code for w in warnings)
+        print_table(
+            ["check", "warnings"],
+            [[code, n] for code, n in sorted(counts.items())] + [["total", len(warnings)]],
+        )
+    else:
+        for w in warnings:
+            click.echo(str(w))
+        click.echo(f"{len(warnings)} warning(s)", err=True)
+    if strict and warnings:
+        raise SystemExit(1)
+
+
+def run_lint(paths: list[Path], recipes: Path | None):
+    """Lint ``paths`` (every recipe when none) against ``recipes``, or the one root the paths lie under."""
+    from recipe_ledger.recipes.lint import find_root_of, items_for_paths, lint_items
+
+    if recipes is None:
+        found = {find_root_of(p) for p in paths}
+        if None in found or len(found) != 1:
+            raise click.UsageError(
+                "the paths must lie under one recipes root (a folder with taxonomy.yaml); or pass --recipes"
+            )
+        recipes = found.pop()
+    root = RecipeRoot(recipes)
+    return lint_items(root, items_for_paths(root, paths))
+
+
+def _open_cases(batch: str) -> tuple[IO[str], str]:
+    """The case stream and the name errors should show for it ("-" is stdin)."""
+    if batch == "-":
+        return sys.stdin, "<stdin>"
+    try:
+        return open(batch, encoding="utf-8"), batch
+    except OSError as exc:
+        raise InputError(f"cannot read case file ({exc.strerror})", where=batch) from None
+
+
+def _cases(stream: IO[str], name: str) -> Iterator[tuple[int, dict]]:
+    """(line number, case) for every non-blank line; a bad line is an InputError at name:line."""
+    try:
+        for number, line in enumerate(stream, start=1):
+            if not line.strip():
+                continue
+            try:
+                case = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"not a JSON case line ({exc.msg})", where=f"{name}:{number}") from None
+            if not isinstance(case, dict):
+                raise InputError("a case line must be a JSON object", where=f"{name}:{number}")
+            yield number, case
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc.reason})", where=name) from None
+
+
+def _render_one(corpus: Corpus, case: dict, where: str) -> dict:
+    try:
+        return resolve_case(corpus, case)
+    except LedgerError as exc:
+        # A case naming a missing recipe, or lacking fields, is bad input at this line.
+        raise InputError(exc.one_line(), where=where) from None
+
+
+@recipe.command("render")
+@click.option(
+    "--batch",
+    "batch",
+    required=True,
+    metavar="CASES.jsonl",
+    help="Case lines (JSON) to resolve; '-' reads stdin.",
+)
+@recipes_option
+def render(batch: str, recipes: Path) -> None:
+    """Resolve every case of CASES.jsonl to the site's launch command (one JSON line each).
+
+    Each line is a case in the compat format (recipe path relative to the recipes root, variant,
+    strategy, hardware, features, node_count, pd_nodes, or omni_task for omni recipes); any
+    `result`/`error` fields are ignored. Each output line is `{"result": {...}}` or
+    `{"error": "..."}`, in input order, with the reference builder's key order.
+    """
+    if not recipes.is_dir():
+        raise InputError(
+            "no such recipes root directory",
+            where=str(recipes),
+            hint="pass --recipes DIR containing taxonomy.yaml and strategies/",
+        )
+    corpus = Corpus(recipes)
+    stream, name = _open_cases(batch)
+    try:
+        for number, case in _cases(stream, name):
+            print_json_line(_render_one(corpus, case, f"{name}:{number}"))
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
