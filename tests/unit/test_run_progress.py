@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 from rich.progress import Progress
 
-from recipe_ledger.cli.run_commands import _ProgressListener
+from recipe_ledger.cli.progress import ProgressListener as _ProgressListener
 from recipe_ledger.pipeline.events import Notice, PhaseStarted, PointMeasured
 
 

@@ -31,11 +31,11 @@ class LazyCommand(NamedTuple):
 
 COMMANDS: dict[str, LazyCommand] = {
     "calibrate": LazyCommand(
-        "recipe_ledger.cli.run_commands:calibrate_cmd",
+        "recipe_ledger.cli.calibrate:calibrate_cmd",
         "A/A runs of EXPERIMENT's control: measure the instrument's noise and record a calibration.",
     ),
     "experiment": LazyCommand(
-        "recipe_ledger.cli.run_commands:experiment_group",
+        "recipe_ledger.cli.experiment:experiment_group",
         "Experiment specs (experiments/*.yaml): their JSON Schema.",
     ),
     "fit": LazyCommand(
@@ -61,11 +61,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "Recipes in the vLLM recipes schema: list, show, command, render, lint, schema.",
     ),
     "release": LazyCommand(
-        "recipe_ledger.cli.release_commands:release",
+        "recipe_ledger.cli.release:release",
         "Published lanes: publish a release with full pins, list, show and diff them.",
     ),
     "reproduce": LazyCommand(
-        "recipe_ledger.cli.release_commands:reproduce_cmd",
+        "recipe_ledger.cli.reproduce:reproduce_cmd",
         "Re-run the experiments behind a release's numbers with its pins and record a reproduction.",
     ),
     "retract": LazyCommand(
@@ -73,7 +73,7 @@ COMMANDS: dict[str, LazyCommand] = {
         "Retract entry ID (it stays, marked retracted) and print the retraction's id.",
     ),
     "run": LazyCommand(
-        "recipe_ledger.cli.run_commands:run_cmd",
+        "recipe_ledger.cli.run:run_cmd",
         "Run EXPERIMENT on this box: launch, measure against the control (ABBA), decide, record.",
     ),
     "show": LazyCommand(

@@ -1,4 +1,4 @@
-"""`ledger release publish|list|show|diff` and `ledger reproduce`: a thin layer over recipe_ledger.releases.
+"""`ledger release publish|list|show|diff`: a thin layer over recipe_ledger.releases.
 
 Exit codes: 0 done (a reproduction that does not confirm is still a recorded result: its outcome is
 printed and exit is 1); 2 bad input; 3 a pin cannot be met here, the machine is not ready, or a file
@@ -12,21 +12,18 @@ from pathlib import Path
 
 import click
 
-from recipe_ledger.cli.ledger_commands import root_option, writer_option
+from recipe_ledger.cli.options import json_option, root_option, writer_option
 from recipe_ledger.cli.output import print_json, print_json_line, print_table
-from recipe_ledger.ledger import gitinfo
 from recipe_ledger.ledger.models import ReleasePayload
-from recipe_ledger.ledger.store import Ledger, default_writer
+from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.pipeline.clean_tree import dirty_summary
-from recipe_ledger.pipeline.events import Event, Notice
 from recipe_ledger.releases import catalog
 from recipe_ledger.releases import diff as diffing
 from recipe_ledger.releases import publish as publishing
-from recipe_ledger.releases import reproduce as reproducing
 
 
-def _repo(root: Path | None) -> Path:
-    return (root or gitinfo.top_level(Path.cwd())).resolve()
+def _repo(root: Path) -> Path:
+    return root.resolve()
 
 
 @click.group("release")
@@ -64,8 +61,8 @@ def publish_cmd(
     spec_path: Path,
     dry_run: bool,
     allow_dirty: bool,
-    root: Path | None,
-    writer: str | None,
+    root: Path,
+    writer: str,
 ) -> None:
     """Publish LANE VERSION from a spec: pin image digest, model revision, argv/env, scripts, box, numbers."""
     repo = _repo(root)
@@ -78,7 +75,7 @@ def publish_cmd(
         spec_path,
         lane,
         version,
-        writer=writer or default_writer(),
+        writer=writer,
         allow_dirty=allow_dirty,
     )
     payload = entry["payload"]
@@ -109,11 +106,9 @@ def _print_preview(preview: publishing.Preview, lane: str, version: str) -> None
 
 
 @release.command("list")
-@click.option(
-    "--json", "as_json", is_flag=True, help="One JSON object per release: lane, version, status, pins."
-)
+@json_option("One JSON object per release: lane, version, status, pins.")
 @root_option
-def list_cmd(as_json: bool, root: Path | None) -> None:
+def list_cmd(as_json: bool, root: Path) -> None:
     """Every release, oldest first, with its verification and ledger status."""
     found = catalog.releases(Ledger.open(_repo(root)))
     if as_json:
@@ -146,9 +141,9 @@ def _image_cell(release: catalog.Release) -> str:
 
 @release.command("show")
 @click.argument("ref", metavar="LANE@VERSION")
-@click.option("--json", "as_json", is_flag=True, help="The release summary and the full payload as JSON.")
+@json_option("The release summary and the full payload as JSON.")
 @root_option
-def show_cmd(ref: str, as_json: bool, root: Path | None) -> None:
+def show_cmd(ref: str, as_json: bool, root: Path) -> None:
     """One release with every pin, its numbers and why it is (not) verified."""
     found = catalog.find(Ledger.open(_repo(root)), ref)
     if as_json:
@@ -200,9 +195,9 @@ def _print_pins(p: ReleasePayload) -> None:
 @click.argument("a", metavar="LANE@A")
 @click.argument("b", metavar="LANE@B")
 @click.option("--changes", "only_changes", is_flag=True, help="Only the rows that differ.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per row.")
+@json_option("One JSON object per row.")
 @root_option
-def diff_cmd(a: str, b: str, only_changes: bool, as_json: bool, root: Path | None) -> None:
+def diff_cmd(a: str, b: str, only_changes: bool, as_json: bool, root: Path) -> None:
     """Two releases side by side: flags, pins, k-schedule and numbers."""
     ledger = Ledger.open(_repo(root))
     ra, rb = catalog.find(ledger, a), catalog.find(ledger, b)
@@ -216,60 +211,3 @@ def diff_cmd(a: str, b: str, only_changes: bool, as_json: bool, root: Path | Non
     print_table(
         ["", "what", ra.ref, rb.ref, ""], [[r.section, r.name, r.a, r.b, "" if r.same else "≠"] for r in rows]
     )
-
-
-@click.command("reproduce")
-@click.argument("ref", metavar="LANE@VERSION")
-@click.option(
-    "--check", "check_only", is_flag=True, help="Only check the pins against this machine; run nothing."
-)
-@click.option(
-    "--repeats",
-    type=click.IntRange(min=2),
-    default=None,
-    help="Launches per arm (default: the experiment's repeats). More narrow the CI.",
-)
-@click.option(
-    "--allow-dirty",
-    is_flag=True,
-    help="Re-run although the experiment specs, recipes/, scripts/ or the tool differ from the commit.",
-)
-@root_option
-@writer_option
-def reproduce_cmd(
-    ref: str, check_only: bool, repeats: int | None, allow_dirty: bool, root: Path | None, writer: str | None
-) -> None:
-    """Re-run the experiments behind a release's numbers with its pins and record a reproduction."""
-    repo = _repo(root)
-    ledger = Ledger.open(repo)
-    if check_only:
-        plan = reproducing.plan_reproduction(ledger, repo, ref)
-        for notice in plan.notices:
-            click.echo(f"notice: {notice}")
-        arms = ", ".join(f"{t.record.name}:{'+'.join(t.arms)}" for t in plan.targets)
-        click.echo(f"every pin of {plan.release.ref} is met on this machine; would re-run {arms}")
-        return
-    entry, outcomes = reproducing.reproduce(
-        ledger,
-        repo,
-        ref,
-        writer=writer or default_writer(),
-        events=_echo_notices,
-        repeats=repeats,
-        allow_dirty=allow_dirty,
-    )
-    for outcome in outcomes:
-        click.echo(f"  {reproducing.describe(outcome)}")
-    click.echo(
-        f"reproduction {entry['id'][:12]}: {entry['payload']['outcome']} (ledger show {entry['id'][:12]})"
-    )
-    if entry["payload"]["outcome"] != "reproduced":
-        raise click.exceptions.Exit(1)
-
-
-def _echo_notices(event: Event) -> None:
-    if isinstance(event, Notice):
-        click.echo(event.text)
-
-
-COMMANDS = [release, reproduce_cmd]

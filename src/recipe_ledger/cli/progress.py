@@ -1,0 +1,81 @@
+"""What `run`, `calibrate` and `reproduce` share: the plan as text, a progress bar driven by the
+pipeline's events, and the release lookup for experiment arms that launch a published release."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from recipe_ledger.cli.output import console
+from recipe_ledger.pipeline.events import Event, Notice, PhaseStarted, Planned, PointMeasured
+from recipe_ledger.pipeline.plan import ReleaseLaunch, RunPlan
+
+
+def release_lookup(repo: Path) -> Callable[[str], ReleaseLaunch]:
+    """ "LANE@VERSION" -> its pins; the ledger is opened only when an arm names a release."""
+
+    def lookup(ref: str) -> ReleaseLaunch:
+        from recipe_ledger.ledger.store import Ledger
+        from recipe_ledger.releases import catalog
+
+        return catalog.launch_of(catalog.find(Ledger.open(repo), ref))
+
+    return lookup
+
+
+def progress_bar() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console(),
+        transient=False,
+    )
+
+
+def print_plan(plan: RunPlan, echo: Callable[[str], object]) -> None:
+    echo(f"experiment {plan.experiment.name} on {plan.box.id}: {plan.experiment.hypothesis.strip()}")
+    for arm in plan.arms.values():
+        echo(f"  {arm.name}: {arm.source}")
+        detail = " ".join(arm.argv) or ", ".join(f"{k}={v}" for k, v in sorted(arm.params.items()))
+        echo(f"    {detail}")
+    echo(f"  schedule (ABBA, a fresh launch each): {', '.join(f'{a}#{r}' for a, r in plan.schedule)}")
+    echo(f"  points {plan.experiment.points}, instruments {[i.name for i in plan.experiment.instruments]}")
+
+
+class ProgressListener:
+    """Turns pipeline events into the progress bar and printed lines."""
+
+    def __init__(self, bar: Progress):
+        self.bar = bar
+        self.task = bar.add_task("starting", total=0)
+        self.phase = ""
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, Planned):
+            print_plan(event.plan, self.say)
+        elif isinstance(event, Notice):
+            self.say(event.text)
+        elif isinstance(event, PhaseStarted):
+            self.phase = event.name
+            total = (self.bar.tasks[0].total or 0) + event.total_points
+            self.bar.update(self.task, total=total, description=event.name)
+        elif isinstance(event, PointMeasured):
+            description = f"{self.phase}: {event.arm} #{event.repeat} point {event.point}"
+            self.bar.update(self.task, advance=1, description=description)
+
+    def say(self, text: str) -> None:
+        # Plain text: an argv or a list of points must not be read as rich markup.
+        self.bar.console.print(text, markup=False, highlight=False, soft_wrap=True)

@@ -1,0 +1,143 @@
+"""`ledger run` and `ledger calibrate`: the main job, with progress and a readable verdict table.
+
+Exit codes of `ledger run`:
+  0  the run completed and its result entry is in the ledger (whatever the verdicts say)
+  2  bad input (the experiment file, a recipe, an unknown id)
+  3  the machine is not ready (port in use, GPU busy, engine missing, model on a network share), or a
+     file that feeds the measurement (the experiment, recipes/, scripts/, the tool) differs from
+     the commit and --allow-dirty was not given
+  5  the run failed (a server did not boot, died, or a client failed): a failure entry was written
+  130 interrupted with Ctrl-C: servers stopped, a failure entry was written
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from recipe_ledger.cli.options import root_option, writer_option
+from recipe_ledger.cli.output import print_table
+from recipe_ledger.cli.progress import ProgressListener, print_plan, progress_bar, release_lookup
+from recipe_ledger.pipeline import run as runner
+from recipe_ledger.pipeline import stages
+from recipe_ledger.pipeline.clean_tree import dirty_summary
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{value * 100:+.1f}%"
+
+
+def print_verdicts(outcome: runner.RunOutcome) -> None:
+    rows = []
+    for bar in outcome.bars:
+        ci = "-" if bar.ci_low is None else f"[{_pct(bar.ci_low)}, {_pct(bar.ci_high)}]"
+        rows.append(
+            [
+                bar.candidate,
+                bar.metric,
+                bar.point,
+                f"{bar.control:.4g}" if bar.control else "-",
+                f"{bar.value:.4g}" if bar.value else "-",
+                _pct(bar.effect),
+                ci,
+                _pct(bar.mde),
+                f"{bar.min_effect * 100:g}%",
+                bar.outcome.upper(),
+            ]
+        )
+    print_table(
+        [
+            "candidate",
+            "metric",
+            "point",
+            "control",
+            "candidate value",
+            "effect",
+            "95% CI",
+            "MDE",
+            "bar",
+            "verdict",
+        ],
+        rows,
+        title=f"{outcome.entry['payload']['subject']}: verdicts"
+        + (" (DIRTY TREE)" if dirty_summary(outcome.entry.get("git")) else ""),
+    )
+    for bar in outcome.bars:
+        click.echo(f"  {bar.candidate} {bar.metric}@{bar.point}: {bar.reason}")
+    summary = dirty_summary(outcome.entry.get("git"))
+    if summary:
+        click.echo(summary)
+
+
+@click.command("run")
+@click.argument("experiment", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@root_option
+@writer_option
+@click.option("--plan", "plan_only", is_flag=True, help="Show what would be launched and stop.")
+@click.option(
+    "--tracking-uri",
+    envvar="MLFLOW_TRACKING_URI",
+    help="MLflow store to index the run into (default: ./mlflow.db).",
+)
+@click.option(
+    "--no-mlflow", is_flag=True, help="Do not index the run into MLflow now (`ledger mlflow sync` can later)."
+)
+@click.option("--allow-network-fs", is_flag=True, help="Allow a model on NFS/CIFS/FUSE (slow boots).")
+@click.option("--allow-busy-gpu", is_flag=True, help="Run even if other processes use the GPU.")
+@click.option(
+    "--allow-dirty",
+    is_flag=True,
+    help="Run although the experiment, recipes/, scripts/ or the tool differ from the commit "
+    "(the entry records dirty: true, the files and the diff's hash).",
+)
+def run_cmd(
+    experiment: Path,
+    root: Path,
+    writer: str,
+    plan_only,
+    tracking_uri,
+    no_mlflow,
+    allow_network_fs,
+    allow_busy_gpu,
+    allow_dirty,
+) -> None:
+    """Run EXPERIMENT on this box: launch, measure against the control (ABBA), decide, record.
+
+    Exit codes: 0 completed (result entry written), 2 bad input, 3 machine not ready or a dirty
+    tree, 5 run failed (failure entry written), 130 interrupted (failure entry written).
+    """
+    repo = root.resolve()
+    if plan_only:
+        print_plan(stages.plan_experiment(experiment, repo, release_lookup(repo)), click.echo)
+        return
+    options = stages.RunOptions(allow_dirty, allow_network_fs, allow_busy_gpu)
+    with progress_bar() as bar:
+        outcome = stages.run_experiment(
+            experiment,
+            repo,
+            writer=writer,
+            options=options,
+            release_lookup=release_lookup(repo),
+            events=ProgressListener(bar),
+        )
+    print_verdicts(outcome)
+    click.echo(
+        f"result entry {outcome.entry['id'][:12]} (ledger show {outcome.entry['id'][:12]}); raw files in "
+        f"{outcome.run_dir.relative_to(repo) if outcome.run_dir.is_relative_to(repo) else outcome.run_dir}"
+    )
+    if not no_mlflow:
+        _sync_mlflow(repo, tracking_uri)
+
+
+def _sync_mlflow(repo: Path, tracking_uri: str | None) -> None:
+    """Index the run at once when MLflow is here and answers; the ledger is the record either way."""
+    from recipe_ledger.tracking import TrackingUnavailable, sync_ledger
+
+    try:
+        synced = sync_ledger(repo, tracking_uri)
+        click.echo(f"indexed in MLflow: {synced}")
+    except TrackingUnavailable as error:
+        click.echo(f"not indexed in MLflow now ({error.message}); `ledger mlflow sync` indexes it later")
+    except Exception as error:  # noqa: BLE001 - indexing may fail and be retried; the run is recorded
+        click.echo(f"MLflow indexing failed ({error}); the ledger has the run: `ledger mlflow sync` later")
