@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from recipe_ledger import runs
 from recipe_ledger import verdict as verdicts
 from recipe_ledger.errors import InputError, SpecError, StateError
 from recipe_ledger.experiment.spec import load_experiment
@@ -519,7 +520,7 @@ def test_rerun_launches_each_release_arm_the_requested_number_of_times(repo, mon
     ctx = SimpleNamespace(repo=repo, plan=target.plan, run_dir=run_dir, run_id="rp", progress=None)
     records = reproduce.rerun(ctx, target, 3)
     assert launches == [("lane", 1, reproduce.TAG), ("lane", 2, reproduce.TAG), ("lane", 3, reproduce.TAG)]
-    assert len(records) == 3 and (run_dir / "measurements.jsonl").read_text().count("\n") == 3
+    assert len(records) == 3 and len(runs.read_records(run_dir / "measurements.jsonl").records) == 3
 
 
 def test_a_reproduction_needs_two_launches_per_arm(repo):

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from recipe_ledger import metrics as metric_table
+from recipe_ledger import runs
 from recipe_ledger import verdict as verdicts
 from recipe_ledger.errors import LedgerError
 from recipe_ledger.experiment.spec import Bar as SpecBar
@@ -24,7 +26,7 @@ from recipe_ledger.instruments.base import InstrumentError, sha256_file
 from recipe_ledger.launch.failures import BootFailure
 from recipe_ledger.launch.registry import stop_all
 from recipe_ledger.ledger import gitinfo
-from recipe_ledger.ledger.models import ArmRecord, BarVerdict, ExperimentRecord
+from recipe_ledger.ledger.models import ArmRecord, BarVerdict, ExperimentRecord, current_version
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.pipeline.measure import PointRecord, Progress, measure_launch
 from recipe_ledger.pipeline.plan import RunPlan
@@ -165,7 +167,7 @@ def record_calibrations(ctx: RunContext, records: list[PointRecord]) -> dict[tup
         }
         calibration = verdicts.calibrate(by_point, metric=bar.metric)
         payload = {
-            "schema_version": 2,
+            "schema_version": current_version("calibration"),
             "instrument": instrument,
             "metric": bar.metric,
             # Not named "key": the redactor hides values of fields named like secrets (*KEY*).
@@ -208,12 +210,12 @@ def calibrations(ctx: RunContext) -> tuple[dict[tuple[str, str], dict], bool]:
         f"no matching calibration in the ledger: running {exp.calibration.repeats} A/A launches of the control first"
     )
     records, _ = calibrate_inline(ctx)
-    write_records(ctx.run_dir / "calibration.jsonl", records)
+    write_records(ctx.run_dir / runs.CALIBRATION, records)
     return record_calibrations(ctx, records), True
 
 
 def write_records(path: Path, records: list[PointRecord]) -> None:
-    path.write_text("".join(r.to_json() + "\n" for r in records))
+    runs.write_records(path, [r.to_json() for r in records])
 
 
 def run_schedule(ctx: RunContext) -> list[PointRecord]:
@@ -228,9 +230,7 @@ def run_schedule(ctx: RunContext) -> list[PointRecord]:
             ctx.repo,
             progress=ctx.progress,
         )
-        write_records(
-            ctx.run_dir / "measurements.jsonl", records
-        )  # keep what is done if a later launch fails
+        write_records(ctx.run_dir / runs.MEASUREMENTS, records)  # keep what is done if a later launch fails
     return records
 
 
@@ -279,27 +279,15 @@ def summary_metrics(records: list[PointRecord]) -> dict[str, float]:
     """Medians per arm, point and metric: ``<arm>.c<point>.<metric>`` (small, table-friendly)."""
     groups: dict[str, list[float]] = {}
     for r in records:
-        for metric in (
-            "output_tps_total",
-            "ttft_ms_p50",
-            "tpot_ms_p50",
-            "itl_ms_p50",
-            "decode_tps_per_stream",
-            "request_rps",
-            "hbm_read_gbps",
-            "uva_read_gbps",
-            "h2d_memcpy_gbps",
-        ):
-            if metric in r.metrics:
-                groups.setdefault(f"{r.arm}.c{r.point}.{metric}", []).append(r.metrics[metric])
-        for metric, value in r.server.items():
-            groups.setdefault(f"{r.arm}.c{r.point}.server.{metric}", []).append(value)
+        kept = {m: r.metrics[m] for m in metric_table.SUMMARY_METRICS if m in r.metrics}
+        kept.update({metric_table.SERVER_PREFIX + m: v for m, v in r.server.items()})
+        for metric, value in kept.items():
+            groups.setdefault(metric_table.summary_key(r.arm, r.point, metric), []).append(value)
     return {k: round(statistics.median(v), 6) for k, v in sorted(groups.items())}
 
 
 def artifact_hashes(run_dir: Path) -> dict[str, str]:
-    names = ["plan.json", "measurements.jsonl", "calibration.jsonl", "summary.json"]
-    return {name: sha256_file(run_dir / name) for name in names if (run_dir / name).is_file()}
+    return runs.artifact_hashes(run_dir)
 
 
 def experiment_record(
@@ -361,11 +349,9 @@ def headline(bars: list[BarVerdict]) -> str:
 
 def record_result(ctx: RunContext, records, bars, cals, inline) -> dict:
     record = experiment_record(ctx, records, bars, cals, inline)
-    (ctx.run_dir / "summary.json").write_text(
-        json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True)
-    )
+    runs.write_json(ctx.run_dir / runs.SUMMARY, record.model_dump(mode="json"))
     payload = {
-        "schema_version": 2,
+        "schema_version": current_version("result"),
         "subject": ctx.plan.experiment.name,
         "text": headline(bars),
         "metrics": summary_metrics(records),
@@ -427,7 +413,7 @@ def record_failure(ctx: RunContext, error: BaseException, where: str) -> dict:
         else (error.one_line() if isinstance(error, LedgerError) else f"{type(error).__name__}: {error}")
     )
     payload = {
-        "schema_version": 1,
+        "schema_version": current_version("failure"),
         "subject": ctx.plan.experiment.name,
         "cause_class": cause_class_of(error),
         "cause": redact_text(f"{where}: {message}")[:2000],
@@ -444,7 +430,7 @@ def record_setup_failure(ledger: Ledger, writer: str, subject: str, error: Ledge
     """A run that never started (bad spec, missing recipe, port in use, engine missing) still
     leaves its trace: nothing is lost, and the next person sees the door that was closed."""
     payload = {
-        "schema_version": 1,
+        "schema_version": current_version("failure"),
         "subject": subject,
         "cause_class": "config",
         "cause": redact_text(f"{stage}: {error.one_line()}")[:2000],
@@ -486,8 +472,7 @@ def start_context(
     say: Callable[[str], None] = print,
 ) -> RunContext:
     run_id = new_run_id(plan.experiment.name)
-    run_dir = runs_dir / run_id
-    (run_dir / "raw").mkdir(parents=True, exist_ok=True)
+    run_dir = runs.create(runs_dir, run_id)
     plan_dump = {
         "experiment": plan.experiment.model_dump(mode="json"),
         "box": plan.box.model_dump(mode="json"),
@@ -497,6 +482,6 @@ def start_context(
         },
         "schedule": plan.schedule,
     }
-    (run_dir / "plan.json").write_text(json.dumps(plan_dump, indent=2, sort_keys=True))
+    runs.write_json(run_dir / runs.PLAN, plan_dump)
     git = gitinfo.snapshot(repo)  # the state the numbers belong to: taken at launch, not at the end
     return RunContext(plan, ledger, writer, repo, run_id, run_dir, git, host_fingerprint(), progress, say)
