@@ -238,8 +238,11 @@ MEMORY_SCHEMA_VERSION = 1  # the version of our superset block; upstream recipe 
 class MemoryBlock(_Closed):
     """Checkpoint components and KV cost: the input of ``ledger fit``."""
 
+    # exclude: read, never written back (the site's recipe JSON shows the recipe, not our bookkeeping).
     schema_version: int = Field(
-        default=MEMORY_SCHEMA_VERSION, description="Version of this block (the superset), not of the recipe."
+        default=MEMORY_SCHEMA_VERSION,
+        exclude=True,
+        description="Version of this block (the superset), not of the recipe.",
     )
 
     @field_validator("schema_version", mode="before")
