@@ -429,13 +429,13 @@ def plan_fingerprints(run_dir: Path, problems: list[str] | None = None) -> dict[
             name: arm["fingerprint"] for name, arm in arms.items() if isinstance(arm.get("fingerprint"), str)
         }
     except LedgerError as error:
-        _note(problems, error.one_line())
+        _add_problem(problems, error.one_line())
     except (OSError, AttributeError, TypeError) as error:
-        _note(problems, f"{run_dir / runs.PLAN}: unreadable arms ({type(error).__name__})")
+        _add_problem(problems, f"{run_dir / runs.PLAN}: unreadable arms ({type(error).__name__})")
     return {}
 
 
-def _note(problems: list[str] | None, text: str) -> None:
+def _add_problem(problems: list[str] | None, text: str) -> None:
     if problems is not None:
         problems.append(text)
 
@@ -452,10 +452,10 @@ def read_records(path: Path, problems: list[str] | None = None) -> list[dict[str
     try:
         found = runs.read_records(path)
     except LedgerError as error:
-        _note(problems, error.one_line())
+        _add_problem(problems, error.one_line())
         return []
     for problem in found.problems:
-        _note(problems, str(problem))
+        _add_problem(problems, str(problem))
     return found.records
 
 

@@ -125,9 +125,15 @@ def write_release(repo: Path, name: str = "v1", **over) -> Path:
 
 
 def record_run(
-    ledger: Ledger, repo: Path, spec: Path, samples: dict[str, list[float]] = SAMPLES, run_id: str = RUN_ID
+    ledger: Ledger,
+    repo: Path,
+    spec: Path,
+    samples: dict[str, list[float]] = SAMPLES,
+    run_id: str = RUN_ID,
+    tail: str = "",
 ) -> dict:
-    """The calibration and result entries (and the run folder) `ledger run` leaves."""
+    """The calibration and result entries (and the run folder) `ledger run` leaves; ``tail`` is
+    written after the records (a torn line of a run killed mid-write)."""
     plan = plan_run(spec, load_experiment(spec), RecipeRoot(repo / "recipes"), repo)
     calibration = verdicts.calibrate({4: [100.0, 103.0]}, metric="output_tps_total")
     cal = ledger.append(
@@ -149,7 +155,7 @@ def record_run(
         for arm, values in samples.items()
         for r, v in enumerate(values)
     ]
-    (run_dir / "measurements.jsonl").write_text("".join(row + "\n" for row in rows))
+    (run_dir / "measurements.jsonl").write_text("".join(row + "\n" for row in rows) + tail)
     digest = "sha256:" + hashlib.sha256((run_dir / "measurements.jsonl").read_bytes()).hexdigest()
     medians = {f"{arm}.c4.output_tps_total": statistics.median(v) for arm, v in samples.items()}
     arms = {
@@ -274,6 +280,15 @@ def test_a_release_with_every_pin_and_a_measured_result_is_verified(repo):
     assert p["box"]["gpu_count"] == "0" and p["box"]["container_runtime"].startswith("docker")
     assert f"{REGISTRY_REPO}@{DIGEST}" in p["command"] and p["command"].startswith("docker run")
     assert {"rel": "evidence", "id": result["id"]} in entry["refs"]
+
+
+def test_a_torn_line_in_the_runs_measurements_is_named_not_skipped(repo):
+    """The hash matches (the file was torn when the run wrote it): the bad line must still stop it."""
+    spec = repo / "experiments" / "lane.yaml"
+    record_run(Ledger.open(repo), repo, spec, run_id="lane-torn", tail='{"arm": "lane", "rep')
+    with pytest.raises(InputError) as info:
+        publish_v1(repo)
+    assert "runs/lane-torn/measurements.jsonl:5" in str(info.value) and "torn last line" in str(info.value)
 
 
 def test_a_digest_that_does_not_exist_is_refused_and_named(repo):
