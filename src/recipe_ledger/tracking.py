@@ -52,7 +52,9 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any, Protocol
 
-from recipe_ledger.errors import InputError, StateError
+from recipe_ledger import metrics as metric_table
+from recipe_ledger import runs
+from recipe_ledger.errors import InputError, LedgerError, StateError
 from recipe_ledger.ledger.fold import fold_statuses
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.redact import redact_obj, redact_text
@@ -60,7 +62,6 @@ from recipe_ledger.redact import redact_obj, redact_text
 DEFAULT_EXPERIMENT = "recipe-ledger"
 DB_FILE = "mlflow.db"
 ARTIFACTS_DIR = "mlartifacts"
-RUNS_DIR = "runs"
 INSTALL_HINT = "pip install 'recipe-ledger[tracking]'"
 INDEXED_KINDS = ("result", "calibration", "failure")
 
@@ -70,6 +71,7 @@ STATUS_TAG = "ledger.status"
 ENTRY_TAG = "ledger.entry_id"
 ROLE_TAG = "ledger.role"  # "entry" on the runs sync looks up, "measurement" on their children
 FILES_TAG = "ledger.files"  # "attached" once the run folder's files and children are logged
+PROBLEMS_TAG = "ledger.run_folder_problems"  # lines of the run folder that could not be read
 PARENT_TAG = "mlflow.parentRunId"  # what makes the UI nest a run under another
 
 MAX_PARAM = 6000  # MLflow's limits on a param and a tag value; longer values are cut here, visibly
@@ -103,6 +105,7 @@ class RunSpec:
     run_dir: Path | None = None  # the run folder on this box, if it is here
     files: tuple[str, ...] = ()  # paths under run_dir to upload
     children: tuple[RunSpec, ...] = ()
+    problems: tuple[str, ...] = ()  # run-folder lines that could not be read (file:line: why)
 
 
 def key(*parts: object) -> str:
@@ -156,11 +159,8 @@ def run_folder(entry: Mapping[str, Any]) -> str | None:
     ]
     if (payload.get("origin") or {}).get("how") == "measured":
         candidates.append(payload["origin"].get("source"))
-    for name in candidates:
-        # Entries come from other boxes through git: never let one name a path outside runs/.
-        if isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*", name):
-            return name
-    return None
+    # Entries come from other boxes through git: never let one name a path outside runs/.
+    return next((name for name in candidates if runs.is_run_id(name)), None)
 
 
 def common_tags(entry: Mapping[str, Any]) -> dict[str, str]:
@@ -276,7 +276,7 @@ def result_spec(entry: Mapping[str, Any], runs_dir: Path) -> RunSpec:
     params.update(script_params(entry))
     name = _result_name(payload)
     return _with_files(
-        _entry_spec(entry, name, tags, params, metrics, record), entry, runs_dir, "measurements.jsonl"
+        _entry_spec(entry, name, tags, params, metrics, record), entry, runs_dir, runs.MEASUREMENTS
     )
 
 
@@ -323,7 +323,7 @@ def calibration_spec(entry: Mapping[str, Any], runs_dir: Path) -> RunSpec:
     params = {
         "calibration.instrument": payload["instrument"],
         "calibration.metric": payload["metric"],
-        "calibration.unit": payload.get("unit") or "-",
+        "calibration.unit": payload.get("unit") or metric_table.unit(payload["metric"]) or "-",
         "calibration.method": payload.get("method") or "-",
         "calibration.fingerprint": payload.get("fingerprint") or "-",
         "calibration.repeats": _text(payload.get("repeats", []), MAX_PARAM),
@@ -336,7 +336,7 @@ def calibration_spec(entry: Mapping[str, Any], runs_dir: Path) -> RunSpec:
     folder = run_folder(entry)
     spec = _entry_spec(entry, f"{name} {folder}" if folder else name, tags, params, metrics)
     spec = replace(spec, texts={"calibration.txt": payload["text"]} if payload.get("text") else {})
-    return _with_files(spec, entry, runs_dir, "calibration.jsonl", instrument=payload["instrument"])
+    return _with_files(spec, entry, runs_dir, runs.CALIBRATION, instrument=payload["instrument"])
 
 
 def failure_spec(entry: Mapping[str, Any], runs_dir: Path) -> RunSpec:
@@ -384,24 +384,30 @@ def _with_files(
     *,
     instrument: str | None = None,
 ) -> RunSpec:
-    """Attach the run folder (its files and, from ``records_file``, the children) when it is here."""
+    """Attach the run folder (its files and, from ``records_file``, the children) when it is here.
+
+    Lines that cannot be read are not skipped in silence: they travel as ``problems`` to the sync
+    report and to a tag on the run (runs.py's reading policy)."""
     folder = run_folder(entry)
     run_dir = runs_dir / folder if folder else None
     if run_dir is None or not run_dir.is_dir():
         return spec
-    calibration = records_file == "calibration.jsonl"
+    calibration = records_file == runs.CALIBRATION
     children: list[RunSpec] = []
+    problems: list[str] = []
     if records_file and (run_dir / records_file).is_file():
-        fingerprints = {**plan_fingerprints(run_dir), **_param_fingerprints(spec.params)}
+        fingerprints = {**plan_fingerprints(run_dir, problems), **_param_fingerprints(spec.params)}
         children = measurement_specs(
-            read_records(run_dir / records_file),
+            read_records(run_dir / records_file, problems),
             spec,
             fingerprints,
             instrument=instrument,
             phase="calibration" if calibration else "measurement",
         )
     files = _files_for(run_dir, calibration_only=calibration)
-    return replace(spec, run_dir=run_dir, files=tuple(files), children=tuple(children))
+    return replace(
+        spec, run_dir=run_dir, files=tuple(files), children=tuple(children), problems=tuple(problems)
+    )
 
 
 def _files_for(run_dir: Path, *, calibration_only: bool) -> list[str]:
@@ -409,20 +415,29 @@ def _files_for(run_dir: Path, *, calibration_only: bool) -> list[str]:
     files = sorted(p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_file())
     if not calibration_only:
         return files
-    return [
-        f for f in files if f in ("plan.json", "calibration.jsonl") or f.startswith(("server-aa-", "raw/aa-"))
-    ]
+    return [f for f in files if f in (runs.PLAN, runs.CALIBRATION) or f.startswith(("server-aa-", "raw/aa-"))]
 
 
-def plan_fingerprints(run_dir: Path) -> dict[str, str]:
-    """Arm name -> fingerprint from plan.json (a calibration entry does not list the arms itself)."""
+def plan_fingerprints(run_dir: Path, problems: list[str] | None = None) -> dict[str, str]:
+    """Arm name -> fingerprint from plan.json (a calibration entry does not list the arms itself);
+    an unreadable plan gives none, and says why in ``problems``."""
+    if not (run_dir / runs.PLAN).is_file():
+        return {}
     try:
-        arms = json.loads((run_dir / "plan.json").read_text()).get("arms", {})
+        arms = runs.read_json(run_dir / runs.PLAN).get("arms", {})
         return {
             name: arm["fingerprint"] for name, arm in arms.items() if isinstance(arm.get("fingerprint"), str)
         }
-    except (OSError, ValueError, AttributeError, TypeError):
-        return {}
+    except LedgerError as error:
+        _add_problem(problems, error.one_line())
+    except (OSError, AttributeError, TypeError) as error:
+        _add_problem(problems, f"{run_dir / runs.PLAN}: unreadable arms ({type(error).__name__})")
+    return {}
+
+
+def _add_problem(problems: list[str] | None, text: str) -> None:
+    if problems is not None:
+        problems.append(text)
 
 
 def _param_fingerprints(params: Mapping[str, str]) -> dict[str, str]:
@@ -430,15 +445,18 @@ def _param_fingerprints(params: Mapping[str, str]) -> dict[str, str]:
     return {m.group(1): params[m.group(0)] for m in found if m}
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """The lines of measurements.jsonl / calibration.jsonl; a torn last line (a killed run) is skipped."""
-    records = []
-    for line in path.read_text(errors="replace").splitlines():
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            continue
-    return records
+def read_records(path: Path, problems: list[str] | None = None) -> list[dict[str, Any]]:
+    """The records of measurements.jsonl / calibration.jsonl (runs.read_records); each bad line
+    (a torn last line of a killed run included) is added to ``problems``, a newer file is one problem
+    and gives no records."""
+    try:
+        found = runs.read_records(path)
+    except LedgerError as error:
+        _add_problem(problems, error.one_line())
+        return []
+    for problem in found.problems:
+        _add_problem(problems, str(problem))
+    return found.records
 
 
 def measurement_specs(
@@ -612,6 +630,7 @@ class SyncReport:
     skipped: int = 0  # already indexed, nothing changed
     repaired: int = 0  # unfinished or duplicate runs removed (a sync killed half-way, two syncs at once)
     runs: dict[str, str] = field(default_factory=dict)  # ledger entry id -> parent run id
+    problems: list[str] = field(default_factory=list)  # run-folder lines not read (file:line: why)
 
     @property
     def parent_run_ids(self) -> list[str]:
@@ -619,10 +638,14 @@ class SyncReport:
 
     def __str__(self) -> str:
         repaired = f", {self.repaired} unfinished runs rebuilt" if self.repaired else ""
-        return (
+        text = (
             f"{self.created} created, {self.updated} updated, {self.skipped} unchanged{repaired} "
             f"({len(self.runs)} entries in experiment {self.experiment!r} at {safe_uri(self.tracking_uri)})"
         )
+        if self.problems:
+            more = f" and {len(self.problems) - 1} more" if len(self.problems) > 1 else ""
+            text += f"; run-folder lines not indexed: {self.problems[0]}{more}"
+        return text
 
 
 def safe_uri(uri: str) -> str:
@@ -648,11 +671,13 @@ def sync_entries(
         status = (statuses.get(entry["id"], "active"), notes.get(entry["id"], ""))
         keep = _keep_one(client, indexed.get(entry["id"], []), report)
         if keep is None:
-            report.runs[entry["id"]] = create_tree(client, entry_spec(entry, runs_dir, *status))
+            spec = entry_spec(entry, runs_dir, *status)
+            report.problems += spec.problems
+            report.runs[entry["id"]] = create_tree(client, spec)
             report.created += 1
             continue
         report.runs[entry["id"]] = keep.run_id
-        if _update(client, keep, entry, runs_dir, status):
+        if _update(client, keep, entry, runs_dir, status, report):
             report.updated += 1
         else:
             report.skipped += 1
@@ -665,6 +690,7 @@ def _update(
     entry: Mapping[str, Any],
     runs_dir: Path,
     status: tuple[str, str],
+    report: SyncReport,
 ) -> bool:
     """Refresh an indexed entry's status tags, and attach its run folder if it has arrived since.
 
@@ -674,7 +700,9 @@ def _update(
     changed = refresh_status(client, existing, entry_status_tags(entry, *status))
     folder = run_folder(entry)
     if existing.tags.get(FILES_TAG) != "attached" and folder and (runs_dir / folder).is_dir():
-        attach_late_files(client, existing, entry_spec(entry, runs_dir, *status))
+        spec = entry_spec(entry, runs_dir, *status)
+        report.problems += spec.problems
+        attach_late_files(client, existing, spec)
         changed = True
     return changed
 
@@ -724,6 +752,8 @@ def attach_files(client: TrackingClient, run_id: str, spec: RunSpec) -> None:
         withheld = stage_redacted(spec.run_dir, spec.files, Path(staging))
         client.upload_dir(run_id, Path(staging))
     tags = {FILES_TAG: "attached"}
+    if spec.problems:
+        tags[PROBLEMS_TAG] = _text(redact_text("; ".join(spec.problems)), MAX_TAG)
     if withheld:
         tags["ledger.files_withheld"] = _text(", ".join(withheld), MAX_TAG)
     client.set_tags(run_id, tags)
@@ -945,7 +975,7 @@ def sync_ledger(
     report = SyncReport(tracking_uri=uri, experiment=experiment_name)
     try:
         client = MlflowTrackingClient.open(uri, experiment_name)
-        return sync_entries(client, entries, repo / RUNS_DIR, report)
+        return sync_entries(client, entries, runs.runs_dir(repo), report)
     except mlflow.exceptions.MlflowException as error:
         done = f"{report.created} created, {report.updated} updated before it"
         raise TrackingError(

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from recipe_ledger import runs
 from recipe_ledger import verdict as verdicts
 from recipe_ledger.errors import InputError, SpecError, StateError
 from recipe_ledger.experiment.spec import load_experiment
@@ -132,9 +133,15 @@ def write_release(repo: Path, name: str = "v1", **over) -> Path:
 
 
 def record_run(
-    ledger: Ledger, repo: Path, spec: Path, samples: dict[str, list[float]] = SAMPLES, run_id: str = RUN_ID
+    ledger: Ledger,
+    repo: Path,
+    spec: Path,
+    samples: dict[str, list[float]] = SAMPLES,
+    run_id: str = RUN_ID,
+    tail: str = "",
 ) -> dict:
-    """The calibration and result entries (and the run folder) `ledger run` leaves."""
+    """The calibration and result entries (and the run folder) `ledger run` leaves; ``tail`` is
+    written after the records (a torn line of a run killed mid-write)."""
     plan = plan_run(spec, load_experiment(spec), RecipeRoot(repo / "recipes"), repo)
     # Six A/A launches: rl-verdict/2 takes a calibration at its upper bound, x3.95 for two launches.
     aa_launches = [100.0, 103.0, 101.0, 102.0, 100.5, 102.5]
@@ -158,7 +165,7 @@ def record_run(
         for arm, values in samples.items()
         for r, v in enumerate(values)
     ]
-    (run_dir / "measurements.jsonl").write_text("".join(row + "\n" for row in rows))
+    (run_dir / "measurements.jsonl").write_text("".join(row + "\n" for row in rows) + tail)
     digest = "sha256:" + hashlib.sha256((run_dir / "measurements.jsonl").read_bytes()).hexdigest()
     medians = {f"{arm}.c4.output_tps_total": statistics.median(v) for arm, v in samples.items()}
     arms = {
@@ -289,6 +296,15 @@ def test_a_release_with_every_pin_and_a_measured_result_is_verified(repo):
     assert p["box"]["gpu_count"] == "0" and p["box"]["container_runtime"].startswith("docker")
     assert f"{REGISTRY_REPO}@{DIGEST}" in p["command"] and p["command"].startswith("docker run")
     assert {"rel": "evidence", "id": result["id"]} in entry["refs"]
+
+
+def test_a_torn_line_in_the_runs_measurements_is_named_not_skipped(repo):
+    """The hash matches (the file was torn when the run wrote it): the bad line must still stop it."""
+    spec = repo / "experiments" / "lane.yaml"
+    record_run(Ledger.open(repo), repo, spec, run_id="lane-torn", tail='{"arm": "lane", "rep')
+    with pytest.raises(InputError) as info:
+        publish_v1(repo)
+    assert "runs/lane-torn/measurements.jsonl:5" in str(info.value) and "torn last line" in str(info.value)
 
 
 def test_a_digest_that_does_not_exist_is_refused_and_named(repo):
@@ -565,7 +581,7 @@ def test_rerun_launches_each_release_arm_the_requested_number_of_times(repo, mon
     ctx = SimpleNamespace(repo=repo, plan=target.plan, run_dir=run_dir, run_id="rp", events=events.ignore)
     records = reproduce.rerun(ctx, target, 3)
     assert launches == [("lane", 1, reproduce.TAG), ("lane", 2, reproduce.TAG), ("lane", 3, reproduce.TAG)]
-    assert len(records) == 3 and (run_dir / "measurements.jsonl").read_text().count("\n") == 3
+    assert len(records) == 3 and len(runs.read_records(run_dir / "measurements.jsonl").records) == 3
 
 
 def test_a_failed_rerun_records_a_failure_and_raises_it_with_the_entry(repo, monkeypatch):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from recipe_ledger import tracking
+from recipe_ledger import runs, tracking
 from recipe_ledger.cli import main
 from recipe_ledger.ledger import actions
 from recipe_ledger.ledger.store import Ledger
@@ -425,6 +425,39 @@ def test_sync_creates_each_entry_once_and_then_skips_it(ledger, tmp_path):
     assert (second.created, second.updated, second.skipped) == (0, 0, 2)
     assert len(store.runs) == count and second.runs == first.runs
     assert str(second).startswith("0 created, 0 updated, 2 unchanged")
+
+
+def test_a_torn_line_in_the_run_folder_is_reported_by_the_sync_and_on_the_run(ledger, tmp_path):
+    runs_dir = tmp_path / "runs"
+    run_dir = make_run_dir(runs_dir)
+    good = (run_dir / "measurements.jsonl").read_text()
+    (run_dir / "measurements.jsonl").write_text(good + '{"arm": "fast", "repe')  # killed mid-write
+    result = add_result(ledger)
+    store = FakeStore()
+    report = sync(store, ledger, runs_dir)
+    where = f"{run_dir / 'measurements.jsonl'}:9"
+    assert report.problems == [f"{where}: torn last line (the run stopped mid-write?)"]
+    assert f"run-folder lines not indexed: {where}" in str(report)
+    parent = store.runs[report.runs[result["id"]]]
+    assert len(store.child_run_ids(report.runs[result["id"]])) == 8  # the good lines are all indexed
+    assert parent.tags[tracking.PROBLEMS_TAG].startswith(where)
+
+
+def test_a_run_folder_written_with_headers_reads_as_one_written_without(ledger, tmp_path):
+    legacy_dir, current_dir = tmp_path / "legacy", tmp_path / "current"
+    make_run_dir(legacy_dir)
+    folder = make_run_dir(current_dir)
+    for name in ("measurements.jsonl", "calibration.jsonl"):
+        rows = runs.read_records(folder / name).raise_if_problems()
+        runs.write_records(folder / name, rows)
+        assert (folder / name).read_text().startswith('{"format": "recipe-ledger/measurements"')
+    runs.write_json(folder / "plan.json", runs.read_json(folder / "plan.json"))
+    for make in (add_result, add_calibration):
+        entry = make(ledger)
+        old, new = entry_spec(entry, legacy_dir), entry_spec(entry, current_dir)
+        assert old.children and [c.params for c in old.children] == [c.params for c in new.children]
+        assert [c.metrics for c in old.children] == [c.metrics for c in new.children]
+        assert old.problems == new.problems == ()
 
 
 def test_a_retraction_is_mirrored_into_the_status_tags_of_the_parent_and_children(ledger, tmp_path):

@@ -12,8 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
-from recipe_ledger.spec.validate import validate_doc
-from recipe_ledger.spec.yamlfile import load_yaml
+from recipe_ledger.spec.versioned import load_versioned
 
 EXPERIMENT_SCHEMA_VERSION = 1
 
@@ -196,17 +195,7 @@ class Experiment(_Closed):
 
 def load_experiment(path: Path | str) -> Experiment:
     """Load and validate an experiment file; errors name the file, the line and the field."""
-    doc = load_yaml(Path(path))
-    if isinstance(doc.data, dict) and doc.data.get("schema_version", 1) > EXPERIMENT_SCHEMA_VERSION:
-        from recipe_ledger.errors import SpecError
-
-        raise SpecError(
-            f"schema_version {doc.data['schema_version']} is newer than this tool understands "
-            f"({EXPERIMENT_SCHEMA_VERSION})",
-            where=doc.where(("schema_version",)),
-            hint="upgrade recipe-ledger",
-        )
-    return validate_doc(doc, Experiment, what="experiment")
+    return load_versioned(path, Experiment, EXPERIMENT_SCHEMA_VERSION, what="experiment")
 
 
 def experiment_json_schema() -> dict:

@@ -22,36 +22,8 @@ class InstrumentError(LedgerError):
         self.output_tail = output_tail
 
 
-# Normalized metric names and their units (DESIGN.md). Every instrument maps into these.
-UNITS: dict[str, str] = {
-    "ttft_ms_p50": "ms",
-    "ttft_ms_p90": "ms",
-    "ttft_ms_p99": "ms",
-    "ttft_ms_mean": "ms",
-    "tpot_ms_p50": "ms",
-    "tpot_ms_p90": "ms",
-    "tpot_ms_p99": "ms",
-    "tpot_ms_mean": "ms",
-    "itl_ms_p50": "ms",
-    "itl_ms_p90": "ms",
-    "itl_ms_p99": "ms",
-    "itl_ms_mean": "ms",
-    "e2el_ms_p50": "ms",
-    "e2el_ms_p90": "ms",
-    "e2el_ms_p99": "ms",
-    "e2el_ms_mean": "ms",
-    "output_tps_total": "tok/s",
-    "total_tps": "tok/s",
-    "request_rps": "req/s",
-    "decode_tps_per_stream": "tok/s",
-    "completed": "requests",
-    "failed": "requests",
-    "spec_accept_len": "tokens",
-    "spec_accept_rate": "ratio",
-    "prefix_cache_hit_rate": "ratio",
-    "tokens_per_step": "tokens",
-    "duration_s": "s",
-}
+# Normalized metric names, their units and directions live in recipe_ledger.metrics (the metric
+# table): every instrument maps its tool's output into those names.
 
 
 @dataclass(frozen=True)

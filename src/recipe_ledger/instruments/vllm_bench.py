@@ -78,7 +78,7 @@ def build_argv(vllm_bin: str, options: dict[str, Any], ctx: MeasureContext, resu
 
 
 def normalize(raw: dict[str, Any]) -> dict[str, float]:
-    """vllm bench serve's result JSON -> normalized metrics (units in instruments.base.UNITS)."""
+    """vllm bench serve's result JSON -> normalized metrics (names and units: recipe_ledger.metrics)."""
     metrics: dict[str, float] = {}
     for key, name in _KEY_MAP.items():
         if isinstance(raw.get(key), (int, float)):

@@ -20,6 +20,7 @@ from recipe_ledger.errors import LedgerError
 from recipe_ledger.instruments.base import InstrumentError
 from recipe_ledger.launch.failures import BootFailure
 from recipe_ledger.launch.registry import stop_all
+from recipe_ledger.ledger.models import current_version
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.pipeline.events import Notice
 from recipe_ledger.pipeline.run import RunContext, artifact_hashes
@@ -100,7 +101,7 @@ def describe(error: BaseException) -> str:
 def record_failure(ctx: RunContext, error: BaseException, where: str) -> dict:
     tail = getattr(error, "log_tail", None) or getattr(error, "output_tail", None) or ""
     payload = {
-        "schema_version": 1,
+        "schema_version": current_version("failure"),
         "subject": ctx.plan.experiment.name,
         "cause_class": cause_class_of(error),
         "cause": redact_text(f"{where}: {describe(error)}")[:2000],
@@ -117,7 +118,7 @@ def record_setup_failure(
     ledger: Ledger, writer: str, subject: str, error: LedgerError, stage: str, git: Any = None
 ) -> dict:
     payload = {
-        "schema_version": 1,
+        "schema_version": current_version("failure"),
         "subject": subject,
         "cause_class": "config",
         "cause": redact_text(f"{stage}: {error.one_line()}")[:2000],

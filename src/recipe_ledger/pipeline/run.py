@@ -16,10 +16,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from recipe_ledger import metrics as metric_table
+from recipe_ledger import runs
 from recipe_ledger import verdict as verdicts
 from recipe_ledger.experiment.spec import Bar as SpecBar
 from recipe_ledger.instruments.base import sha256_file
-from recipe_ledger.ledger.models import ArmRecord, BarVerdict, ExperimentRecord
+from recipe_ledger.ledger.models import ArmRecord, BarVerdict, ExperimentRecord, current_version
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.pipeline.events import Events, Notice, PhaseStarted, print_notices
 from recipe_ledger.pipeline.measure import PointRecord, measure_launch
@@ -161,7 +163,7 @@ def record_calibrations(ctx: RunContext, records: list[PointRecord]) -> dict[tup
         }
         calibration = verdicts.calibrate(by_point, metric=bar.metric)
         payload = {
-            "schema_version": 2,
+            "schema_version": current_version("calibration"),
             "instrument": instrument,
             "metric": bar.metric,
             # Not named "key": the redactor hides values of fields named like secrets (*KEY*).
@@ -209,12 +211,12 @@ def calibrations(ctx: RunContext) -> tuple[dict[tuple[str, str], dict], bool]:
         )
     )
     records, _ = calibrate_inline(ctx)
-    write_records(ctx.run_dir / "calibration.jsonl", records)
+    write_records(ctx.run_dir / runs.CALIBRATION, records)
     return record_calibrations(ctx, records), True
 
 
 def write_records(path: Path, records: list[PointRecord]) -> None:
-    path.write_text("".join(r.to_json() + "\n" for r in records))
+    runs.write_records(path, [r.to_json() for r in records])
 
 
 def run_schedule(ctx: RunContext) -> list[PointRecord]:
@@ -230,9 +232,7 @@ def run_schedule(ctx: RunContext) -> list[PointRecord]:
             ctx.repo,
             events=ctx.events,
         )
-        write_records(
-            ctx.run_dir / "measurements.jsonl", records
-        )  # keep what is done if a later launch fails
+        write_records(ctx.run_dir / runs.MEASUREMENTS, records)  # keep what is done if a later launch fails
     return records
 
 
@@ -281,27 +281,15 @@ def summary_metrics(records: list[PointRecord]) -> dict[str, float]:
     """Medians per arm, point and metric: ``<arm>.c<point>.<metric>`` (small, table-friendly)."""
     groups: dict[str, list[float]] = {}
     for r in records:
-        for metric in (
-            "output_tps_total",
-            "ttft_ms_p50",
-            "tpot_ms_p50",
-            "itl_ms_p50",
-            "decode_tps_per_stream",
-            "request_rps",
-            "hbm_read_gbps",
-            "uva_read_gbps",
-            "h2d_memcpy_gbps",
-        ):
-            if metric in r.metrics:
-                groups.setdefault(f"{r.arm}.c{r.point}.{metric}", []).append(r.metrics[metric])
-        for metric, value in r.server.items():
-            groups.setdefault(f"{r.arm}.c{r.point}.server.{metric}", []).append(value)
+        kept = {m: r.metrics[m] for m in metric_table.SUMMARY_METRICS if m in r.metrics}
+        kept.update({metric_table.SERVER_PREFIX + m: v for m, v in r.server.items()})
+        for metric, value in kept.items():
+            groups.setdefault(metric_table.summary_key(r.arm, r.point, metric), []).append(value)
     return {k: round(statistics.median(v), 6) for k, v in sorted(groups.items())}
 
 
 def artifact_hashes(run_dir: Path) -> dict[str, str]:
-    names = ["plan.json", "measurements.jsonl", "calibration.jsonl", "summary.json"]
-    return {name: sha256_file(run_dir / name) for name in names if (run_dir / name).is_file()}
+    return runs.artifact_hashes(run_dir)
 
 
 def experiment_record(
@@ -363,11 +351,9 @@ def headline(bars: list[BarVerdict]) -> str:
 
 def record_result(ctx: RunContext, records, bars, cals, inline) -> dict:
     record = experiment_record(ctx, records, bars, cals, inline)
-    (ctx.run_dir / "summary.json").write_text(
-        json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True)
-    )
+    runs.write_json(ctx.run_dir / runs.SUMMARY, record.model_dump(mode="json"))
     payload = {
-        "schema_version": 2,
+        "schema_version": current_version("result"),
         "subject": ctx.plan.experiment.name,
         "text": headline(bars),
         "metrics": summary_metrics(records),
@@ -410,8 +396,7 @@ def start_context(
     events: Events = print_notices,
 ) -> RunContext:
     run_id = new_run_id(plan.experiment.name)
-    run_dir = runs_dir / run_id
-    (run_dir / "raw").mkdir(parents=True, exist_ok=True)
+    run_dir = runs.create(runs_dir, run_id)
     plan_dump = {
         "experiment": plan.experiment.model_dump(mode="json"),
         "box": plan.box.model_dump(mode="json"),
@@ -421,5 +406,5 @@ def start_context(
         },
         "schedule": plan.schedule,
     }
-    (run_dir / "plan.json").write_text(json.dumps(plan_dump, indent=2, sort_keys=True))
+    runs.write_json(run_dir / runs.PLAN, plan_dump)
     return RunContext(plan, ledger, writer, repo, run_id, run_dir, git, host_fingerprint(), events)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from recipe_ledger import runs
 from recipe_ledger.experiment.spec import load_experiment
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.pipeline import run as runner
@@ -76,7 +77,7 @@ def calibrate_experiment(
     ctx = _started(spec_path, repo, writer, options, release_lookup, events)
     with recording_failure(ctx, "calibration"):
         records, _ = runner.calibrate_inline(ctx)
-        runner.write_records(ctx.run_dir / "calibration.jsonl", records)
+        runner.write_records(ctx.run_dir / runs.CALIBRATION, records)
         return list(runner.record_calibrations(ctx, records).values())
 
 
@@ -106,4 +107,4 @@ def _started(
         )
     for notice in report.notices:
         events(Notice(f"notice: {notice}"))
-    return runner.start_context(plan, ledger, writer, repo, repo / "runs", git, events)
+    return runner.start_context(plan, ledger, writer, repo, runs.runs_dir(repo), git, events)

@@ -13,8 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from recipe_ledger.errors import UnknownIdError
-from recipe_ledger.spec.validate import validate_doc
-from recipe_ledger.spec.yamlfile import load_yaml
+from recipe_ledger.spec.versioned import load_versioned
 
 BOX_SCHEMA_VERSION = 1
 
@@ -65,7 +64,7 @@ def list_boxes(boxes_dir: Path) -> list[Box]:
 
 
 def load_box_file(path: Path) -> Box:
-    return validate_doc(load_yaml(path), Box, what="box profile")
+    return load_versioned(path, Box, BOX_SCHEMA_VERSION, what="box profile")
 
 
 def load_box(boxes_dir: Path, box_id: str) -> Box:

@@ -16,7 +16,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from recipe_ledger.spec.versioned import version_problem
 
 Args = list[str]
 Env = dict[str, str]
@@ -229,8 +232,29 @@ class MemoryComponent(_Closed):
     )
 
 
+MEMORY_SCHEMA_VERSION = 1  # the version of our superset block; upstream recipe fields are not ours
+
+
 class MemoryBlock(_Closed):
     """Checkpoint components and KV cost: the input of ``ledger fit``."""
+
+    # exclude: read, never written back (the site's recipe JSON shows the recipe, not our bookkeeping).
+    schema_version: int = Field(
+        default=MEMORY_SCHEMA_VERSION,
+        exclude=True,
+        description="Version of this block (the superset), not of the recipe.",
+    )
+
+    @field_validator("schema_version", mode="before")
+    @classmethod
+    def _readable_version(cls, value: object) -> object:
+        # The same rule as every spec file (spec.versioned), reported at memory.schema_version.
+        problem = version_problem(value, MEMORY_SCHEMA_VERSION)
+        if problem:
+            message, hint = problem
+            text = message + (f" (next: {hint})" if hint else "")
+            raise PydanticCustomError("schema_version", "{text}", {"text": text})
+        return value
 
     source: str | None = Field(
         default=None, description="Where the table comes from (a guide section, a report)."

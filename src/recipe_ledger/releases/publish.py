@@ -14,13 +14,13 @@ a release can only be retracted once written, so its pins and reasons are shown 
 
 from __future__ import annotations
 
-import json
 import shlex
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recipe_ledger import runs
 from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.instruments.base import sha256_file
 from recipe_ledger.launch import images
@@ -42,7 +42,6 @@ from recipe_ledger.releases import catalog, pins
 from recipe_ledger.releases.spec import NumberSpec, ReleaseSpec, load_release_spec
 
 DEFAULT_TOLERANCE = 0.10  # when the experiment has no bar on the number's metric and point
-RUNS_DIR = "runs"
 
 
 @dataclass
@@ -263,9 +262,10 @@ def _samples(
 ) -> list[float]:
     """The per-launch values behind the median, from the run's measurements file, whose content
     hash the result entry recorded (a changed file is named, never used)."""
-    path = repo / RUNS_DIR / source.record.run_id / "measurements.jsonl"
-    recorded = source.entry["payload"].get("artifacts", {}).get("measurements.jsonl")
-    if not path.is_file() or recorded is None:
+    run_id = source.record.run_id
+    path = runs.runs_dir(repo) / run_id / runs.MEASUREMENTS  # checked as a run id before it is read
+    recorded = source.entry["payload"].get("artifacts", {}).get(runs.MEASUREMENTS)
+    if not runs.is_run_id(run_id) or not path.is_file() or recorded is None:
         draft.notes.append(
             f"raw measurements of run {source.record.run_id} are not on this machine: "
             f"a reproduction of {spec.name} compares against its median alone"
@@ -274,7 +274,7 @@ def _samples(
     if sha256_file(path) != recorded:
         gaps.append(f"{path.relative_to(repo)} does not match the hash its result entry recorded")
         return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = runs.read_records(path).raise_if_problems()  # a bad line is named, never skipped
     samples = [
         float(r["metrics"][spec.metric])
         for r in rows

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recipe_ledger import metrics as metric_table
+from recipe_ledger import runs
 from recipe_ledger import verdict as verdicts
 from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.experiment.spec import load_experiment
@@ -234,7 +236,7 @@ def reproduce(
     outcomes, contexts = [], []
     for target in plan.targets:
         preflight(target.plan)
-        ctx = runner.start_context(target.plan, ledger, writer, repo, repo / "runs", git, events)
+        ctx = runner.start_context(target.plan, ledger, writer, repo, runs.runs_dir(repo), git, events)
         contexts.append(ctx)
         records = rerun(ctx, target, repeats or target.plan.experiment.repeats)
         outcomes += [decide(ledger, target, number, records) for number in target.numbers]
@@ -260,7 +262,7 @@ def rerun(ctx: runner.RunContext, target: Target, repeats: int) -> list[PointRec
                     events=ctx.events,
                     tag=TAG,
                 )
-                runner.write_records(ctx.run_dir / "measurements.jsonl", records)
+                runner.write_records(ctx.run_dir / runs.MEASUREMENTS, records)
     return records
 
 
@@ -298,7 +300,9 @@ def _instrument(target: Target, metric: str) -> str:
 
 
 def _direction(metric: str) -> str:
-    return "lower" if "_ms_" in metric else "higher"
+    # With no bar on the metric, the metric table says which way is better. For a metric it knows
+    # nothing about, "higher" is a label only: a win and a regression both read "not-reproduced".
+    return metric_table.direction(metric) or "higher"
 
 
 def _calibration(ledger: Ledger, target: Target, number: ReleaseNumber) -> verdicts.Calibration | None:

@@ -12,9 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from recipe_ledger.errors import SpecError
-from recipe_ledger.spec.validate import validate_doc
-from recipe_ledger.spec.yamlfile import load_yaml
+from recipe_ledger.spec.versioned import load_versioned
 
 RELEASE_SPEC_SCHEMA_VERSION = 1
 LANE_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
@@ -84,16 +82,4 @@ class ReleaseSpec(_Closed):
 
 def load_release_spec(path: Path | str) -> ReleaseSpec:
     """Load and validate a release spec; errors name the file, the line and the field."""
-    doc = load_yaml(Path(path))
-    if (
-        isinstance(doc.data, dict)
-        and isinstance(doc.data.get("schema_version"), int)
-        and doc.data["schema_version"] > RELEASE_SPEC_SCHEMA_VERSION
-    ):
-        raise SpecError(
-            f"schema_version {doc.data['schema_version']} is newer than this tool understands "
-            f"({RELEASE_SPEC_SCHEMA_VERSION})",
-            where=doc.where(("schema_version",)),
-            hint="pip install -U recipe-ledger",
-        )
-    return validate_doc(doc, ReleaseSpec, what="release spec")
+    return load_versioned(path, ReleaseSpec, RELEASE_SPEC_SCHEMA_VERSION, what="release spec")

@@ -30,6 +30,7 @@ from urllib.parse import quote
 import jinja2
 from markdown_it import MarkdownIt
 
+from recipe_ledger import metrics as metric_table
 from recipe_ledger import tables as tables_mod
 from recipe_ledger.errors import InputError, LedgerError
 from recipe_ledger.ledger.views import image_text, summarize
@@ -198,7 +199,7 @@ class SiteWriter:
             keep_trailing_newline=True,
         )
         self.env.filters["num"] = tables_mod.fmt_number
-        self.env.filters["pct"] = lambda v: "" if v is None else f"{v * 100:+.1f}%"
+        self.env.filters["pct"] = metric_table.format_effect
         self.env.filters["url"] = lambda v: quote(str(v))
 
     def write_text(self, rel: str, text: str) -> None:
@@ -604,7 +605,6 @@ def lane_history(index: LedgerIndex, pages: list[tuple[str, dict]]) -> list[dict
     return out
 
 
-_SWEEP_KEY = re.compile(r"^(?P<arm>[^.]+)\.c(?P<point>\d+)\.(?P<metric>.+)$")
 ARM_KEYS = ("source", "fingerprint", "argv", "env", "image", "model_sha256")
 BAR_KEYS = (
     "candidate",
@@ -621,16 +621,16 @@ BAR_KEYS = (
     "value",
     "reason",
 )
-SWEEP_PREFERRED = ("output_tps_total", "request_rps", "decode_tps_per_stream", "ttft_ms_p50", "tpot_ms_p50")
 
 
 def sweep_series(metrics: dict[str, float]) -> dict[str, dict[str, list[tuple[float, float]]]]:
     """``arm.cN.metric`` summary metrics -> metric -> arm -> [(N, value)]."""
     out: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for key, value in sorted(metrics.items()):
-        match = _SWEEP_KEY.match(key)
-        if match and isinstance(value, (int, float)):
-            out[match["metric"]][match["arm"]].append((float(match["point"]), float(value)))
+        parsed = metric_table.parse_summary_key(key)
+        if parsed and isinstance(value, (int, float)):
+            arm, point, metric = parsed
+            out[metric][arm].append((float(point), float(value)))
     return {m: dict(arms) for m, arms in out.items()}
 
 
@@ -652,7 +652,7 @@ def _experiment_data(entry: dict, experiment: dict, index: LedgerIndex, root: st
     p = entry["payload"]
     bars = [_with_keys(b, BAR_KEYS) for b in experiment.get("bars", []) if isinstance(b, dict)]
     sweeps = sweep_series(p.get("metrics", {}))
-    chosen = [m for m in SWEEP_PREFERRED if m in sweeps] or sorted(sweeps)[:4]
+    chosen = metric_table.headline(sweeps)
     charts = [plots.effects_chart(bars)] if bars else []
     charts += [plots.sweep_chart(sweeps[m], title=f"{m} against concurrency", y_label=m) for m in chosen]
     calibration = experiment.get("calibration")

@@ -16,6 +16,8 @@ import math
 from collections.abc import Sequence
 from html import escape
 
+from recipe_ledger.metrics import format_effect
+
 WIDTH, HEIGHT = 640, 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 150, 28, 44
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
@@ -229,12 +231,13 @@ def effects_chart(bars: Sequence[dict], *, title: str = "verdict effects (relati
                 f'<line x1="{_n(px(lo))}" y1="{y}" x2="{_n(px(hi))}" y2="{y}" stroke="{color}" '
                 f'stroke-width="3"/>'
             )
+        effect = format_effect(bar["effect"])
         body.append(
             f'<circle cx="{_n(px(bar["effect"]))}" cy="{y}" r="4" fill="{color}"><title>'
-            f"{escape(name)}: {escape(str(bar.get('outcome')))} {bar['effect'] * 100:+.1f}%</title></circle>"
+            f"{escape(name)}: {escape(str(bar.get('outcome')))} {effect}</title></circle>"
         )
         body.append(
             f'<text x="{WIDTH - RIGHT + 8}" y="{y + 4}" class="legend">{escape(str(bar.get("outcome")))} '
-            f"{bar['effect'] * 100:+.1f}%</text>"
+            f"{effect}</text>"
         )
     return _frame(title, "relative effect (candidate vs control)", "", body, height)

@@ -1,0 +1,292 @@
+"""The metric table: every normalized metric's name, unit, direction, label and format.
+
+Instruments map their tools' output into these names (``ttft_ms_p50``, ``output_tps_total``...);
+everything that shows, compares or indexes a number asks this module what it is: the runner's
+summary, the verdict's default direction in a reproduction, the tables, the site, MLflow.
+
+A metric the table does not know (a study script names its own, e.g. ``moe_step_ms_p90_b8``) is
+still described, from its name alone, by ``lookup``'s documented fallback:
+
+- a ``_ms`` part (``*_ms``, ``*_ms_*``, ``*_ms<digit>``): milliseconds, lower is better;
+- a ``_gbps`` part: GB/s, higher is better;
+- a ``_tps`` part: tokens/s, higher is better;
+- a ``_rps`` part: requests/s, higher is better;
+- anything else: no unit and **no direction claim** (``direction is None``); a caller that must
+  compare such a metric has to be told the direction (an experiment's bar does that).
+
+Engines (vLLM today, SGLang next) store a metric under the same name when it means the same
+thing; ``Metric.sources`` records where each engine's number comes from, so that the claim "same
+name, same meaning" is written down next to the name rather than spread over the parsers.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+Direction = Literal["higher", "lower"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One normalized metric. ``decimals`` is how many digits after the point a person needs."""
+
+    name: str
+    unit: str
+    direction: Direction | None
+    label: str
+    decimals: int = 2
+    description: str = ""
+    sources: Mapping[str, str] = field(default_factory=dict)  # engine -> where its value comes from
+    known: bool = True  # False: described by the name-based fallback, not by the table
+
+    def format(self, value: float | None) -> str:
+        """``value`` with its unit, e.g. ``137.32 tok/s``; an empty string for no value."""
+        if value is None or (isinstance(value, float) and not math.isfinite(value)):
+            return ""
+        text = f"{value:,.{self.decimals}f}"
+        return f"{text} {self.unit}" if self.unit else text
+
+
+# -- the table ---------------------------------------------------------------------------------
+
+_VLLM_BENCH = "vllm bench serve result JSON"
+_VLLM_METRICS = "vllm /metrics counters, difference over the point"
+_LATENCY_STATS = (("p50", "median"), ("p90", "90th percentile"), ("p99", "99th percentile"), ("mean", "mean"))
+_LATENCIES = (
+    ("ttft", "time to first token"),
+    ("tpot", "time per output token"),
+    ("itl", "inter-token latency"),
+    ("e2el", "end-to-end request latency"),
+)
+
+
+def _latency_metrics() -> list[Metric]:
+    vllm_stat = {"p50": "median", "p90": "p90", "p99": "p99", "mean": "mean"}
+    return [
+        Metric(
+            name=f"{lat}_ms_{stat}",
+            unit="ms",
+            direction="lower",
+            label=f"{lat.upper()} {stat}",
+            decimals=2,
+            description=f"{what}, {stat_text} over the requests of one point",
+            sources={"vllm": f"{_VLLM_BENCH}: {vllm_stat[stat]}_{lat}_ms"},
+        )
+        for lat, what in _LATENCIES
+        for stat, stat_text in _LATENCY_STATS
+    ]
+
+
+def _bench(
+    name: str,
+    unit: str,
+    direction: Direction | None,
+    label: str,
+    decimals: int,
+    description: str,
+    vllm_key: str,
+) -> Metric:
+    return Metric(name, unit, direction, label, decimals, description, {"vllm": f"{_VLLM_BENCH}: {vllm_key}"})
+
+
+def _server(name: str, unit: str, label: str, description: str, counters: str) -> Metric:
+    return Metric(name, unit, "higher", label, 3, description, {"vllm": f"{_VLLM_METRICS}: {counters}"})
+
+
+def _study(name: str, label: str, description: str) -> Metric:
+    return Metric(
+        name, "GB/s", "higher", label, 1, description, {"none": "scripts/expert_placement_bench.py"}
+    )
+
+
+_TABLE: list[Metric] = [
+    *_latency_metrics(),
+    _bench(
+        "output_tps_total",
+        "tok/s",
+        "higher",
+        "output throughput",
+        2,
+        "generated tokens per second, all streams together",
+        "output_throughput",
+    ),
+    _bench(
+        "total_tps",
+        "tok/s",
+        "higher",
+        "total throughput",
+        2,
+        "prompt and generated tokens per second, all streams together",
+        "total_token_throughput",
+    ),
+    _bench(
+        "request_rps",
+        "req/s",
+        "higher",
+        "request throughput",
+        3,
+        "completed requests per second",
+        "request_throughput",
+    ),
+    _bench(
+        "completed",
+        "requests",
+        None,
+        "completed requests",
+        0,
+        "requests that finished (a count, not a quality)",
+        "completed",
+    ),
+    _bench("failed", "requests", "lower", "failed requests", 0, "requests that failed", "failed"),
+    _bench(
+        "duration_s",
+        "s",
+        None,
+        "point duration",
+        2,
+        "wall time of one point (set by the number of prompts, not a quality)",
+        "duration",
+    ),
+    Metric(
+        "decode_tps_per_stream",
+        "tok/s",
+        "higher",
+        "decode speed per stream",
+        2,
+        "1000 / tpot_ms_p50: the speed one user sees",
+        {"vllm": f"{_VLLM_BENCH}: 1000 / median_tpot_ms"},
+    ),
+    _server(
+        "spec_accept_len",
+        "tokens",
+        "speculative acceptance length",
+        "tokens per verification step, the bonus token included",
+        "1 + accepted_tokens / drafts",
+    ),
+    _server(
+        "spec_accept_rate",
+        "ratio",
+        "speculative acceptance rate",
+        "accepted draft tokens / proposed draft tokens",
+        "accepted_tokens / draft_tokens",
+    ),
+    _server(
+        "prefix_cache_hit_rate",
+        "ratio",
+        "prefix cache hit rate",
+        "prompt tokens served from the prefix cache / prompt tokens queried",
+        "prefix_cache_hits / prefix_cache_queries",
+    ),
+    _server(
+        "tokens_per_step",
+        "tokens",
+        "tokens per engine step",
+        "tokens the engine processed per scheduler step",
+        "step tokens / steps",
+    ),
+    _study("hbm_read_gbps", "HBM read bandwidth", "device memory read bandwidth"),
+    _study("uva_read_gbps", "UVA read bandwidth", "host memory read by the GPU over the link (UVA)"),
+    _study("h2d_memcpy_gbps", "host-to-device copy bandwidth", "cudaMemcpy host to device"),
+]
+
+METRICS: Mapping[str, Metric] = MappingProxyType({m.name: m for m in _TABLE})
+
+# What a ``result`` entry keeps as medians per arm and point (``<arm>.c<point>.<metric>``): small,
+# table-friendly. Order is irrelevant (the summary is sorted by key).
+SUMMARY_METRICS: tuple[str, ...] = (
+    "output_tps_total",
+    "ttft_ms_p50",
+    "tpot_ms_p50",
+    "itl_ms_p50",
+    "decode_tps_per_stream",
+    "request_rps",
+    "hbm_read_gbps",
+    "uva_read_gbps",
+    "h2d_memcpy_gbps",
+)
+
+# The metrics an experiment page plots against concurrency, in this order, when the result has them.
+CHART_METRICS: tuple[str, ...] = (
+    "output_tps_total",
+    "request_rps",
+    "decode_tps_per_stream",
+    "ttft_ms_p50",
+    "tpot_ms_p50",
+)
+
+SERVER_PREFIX = "server."
+
+# -- unknown names -----------------------------------------------------------------------------
+
+# (pattern on the name, unit, direction): the first match describes a metric the table lacks.
+_FALLBACK: tuple[tuple[re.Pattern[str], str, Direction | None], ...] = (
+    (re.compile(r"(^|_)ms($|_|\d)"), "ms", "lower"),
+    (re.compile(r"(^|_)gbps($|_|\d)"), "GB/s", "higher"),
+    (re.compile(r"(^|_)tps($|_|\d)"), "tok/s", "higher"),
+    (re.compile(r"(^|_)rps($|_|\d)"), "req/s", "higher"),
+)
+
+
+def lookup(name: str) -> Metric:
+    """The metric called ``name``; for a name the table lacks, what its name says (see the module
+    docstring), marked ``known=False``. Never raises: every number can be shown."""
+    if name in METRICS:
+        return METRICS[name]
+    if name.startswith(SERVER_PREFIX) and name[len(SERVER_PREFIX) :] in METRICS:
+        # The runner keeps the server's own counters apart ("server.spec_accept_len").
+        base = METRICS[name[len(SERVER_PREFIX) :]]
+        return Metric(
+            name, base.unit, base.direction, base.label, base.decimals, base.description, base.sources
+        )
+    for pattern, unit, direction in _FALLBACK:
+        if pattern.search(name):
+            return Metric(name, unit, direction, name, 3 if unit != "ms" else 2, known=False)
+    return Metric(name, "", None, name, 3, known=False)
+
+
+def unit(name: str) -> str:
+    return lookup(name).unit
+
+
+def direction(name: str) -> Direction | None:
+    """ "higher" or "lower" is better, or None when nothing is known about the metric."""
+    return lookup(name).direction
+
+
+def format_value(name: str, value: float | None) -> str:
+    """``value`` of metric ``name`` with its unit and the metric's precision (``137.32 tok/s``)."""
+    return lookup(name).format(value)
+
+
+def format_effect(effect: float | None, decimals: int = 1) -> str:
+    """A relative effect as a signed percentage (``0.031`` -> ``+3.1%``); empty for no effect."""
+    if effect is None or not math.isfinite(effect):
+        return ""
+    return f"{effect * 100:+.{decimals}f}%"
+
+
+def headline(names: Iterable[str], preferred: Iterable[str] = CHART_METRICS, fallback: int = 4) -> list[str]:
+    """Of ``names``, the preferred ones in preferred order; with none of those, the first
+    ``fallback`` names in sorted order (a study's own metrics)."""
+    present = set(names)
+    chosen = [m for m in preferred if m in present]
+    return chosen or sorted(present)[:fallback]
+
+
+_SUMMARY_KEY = re.compile(r"^(?P<arm>[^.]+)\.c(?P<point>\d+)\.(?P<metric>.+)$")
+
+
+def summary_key(arm: str, point: int, metric: str) -> str:
+    """A result entry's summary metric name: ``<arm>.c<point>.<metric>``."""
+    return f"{arm}.c{point}.{metric}"
+
+
+def parse_summary_key(key: str) -> tuple[str, int, str] | None:
+    """``(arm, point, metric)`` of a ``<arm>.c<point>.<metric>`` name, or None for other names."""
+    match = _SUMMARY_KEY.match(key)
+    return (match["arm"], int(match["point"]), match["metric"]) if match else None

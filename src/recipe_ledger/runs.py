@@ -1,0 +1,234 @@
+"""The run folder, ``runs/<run_id>/``: its paths, its versioned files, and how they are read.
+
+A run (``ledger run``, ``ledger calibrate``, ``ledger reproduce``) keeps its raw outputs here; the
+ledger entry references them by content hash. The folder holds:
+
+- ``plan.json``: what was going to run (experiment, box, arms, schedule);
+- ``measurements.jsonl``: one record per (arm, repeat, point, instrument), rewritten whole after
+  every launch so that a failed run keeps what it measured;
+- ``calibration.jsonl``: the same records for the A/A launches of the control;
+- ``summary.json``: the experiment record of the result entry;
+- ``raw/`` and ``server-*.log``: the instruments' own files and the server logs (their writers own
+  their format; this module only names the folder).
+
+**Versions.** A JSONL file starts with a header line ``{"format": "recipe-ledger/measurements",
+"version": 1}``; a JSON file carries a top-level ``format_version``. Files written before the run
+folder had an owner (the committed ``evidence/*/`` folders) have no header: they read as
+**version 0**, whose records have exactly the layout of version 1. A version newer than this tool
+is refused, never half-read.
+
+**Reading policy** (one for every reader): a line that is not a JSON object, a torn last line
+included (a run killed mid-write), is never skipped silently. ``read_records`` returns the good
+records *and* a ``Problem`` per bad line (file:line and why); a caller either raises
+(``RecordsFile.raise_if_problems``) or shows them to the person (``ledger mlflow sync`` does).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recipe_ledger.errors import InputError, StateError
+
+RUNS_DIRNAME = "runs"
+PLAN = "plan.json"
+MEASUREMENTS = "measurements.jsonl"
+CALIBRATION = "calibration.jsonl"
+SUMMARY = "summary.json"
+RAW = "raw"
+HASHED_FILES = (PLAN, MEASUREMENTS, CALIBRATION, SUMMARY)  # what an entry's ``artifacts`` pins
+
+RECORDS_FORMAT = "recipe-ledger/measurements"
+RECORDS_VERSION = 1
+JSON_VERSION = 1  # plan.json and summary.json
+LEGACY_VERSION = 0  # no header: written before the run folder was versioned (same layout as 1)
+
+# A run id names a folder: entries arrive from other boxes through git, so one must never name a
+# path outside runs/ ("..", "a/b", an absolute path).
+_RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+
+
+def runs_dir(repo: Path) -> Path:
+    """Where the run folders of the repository ``repo`` live."""
+    return repo / RUNS_DIRNAME
+
+
+def is_run_id(name: object) -> bool:
+    """Whether ``name`` can name a run folder (a plain name, no path parts)."""
+    return isinstance(name, str) and _RUN_ID.fullmatch(name) is not None
+
+
+def run_dir(repo: Path, run_id: str) -> Path:
+    """The folder of run ``run_id`` under ``repo``; an InputError for a name that is not a run id."""
+    if not is_run_id(run_id):
+        raise InputError(f"{run_id!r} is not a run id", where=str(runs_dir(repo)))
+    return runs_dir(repo) / run_id
+
+
+def create(runs_root: Path, run_id: str) -> Path:
+    """Make ``runs_root/run_id`` (and its ``raw/``) and return it."""
+    if not is_run_id(run_id):
+        raise InputError(f"{run_id!r} is not a run id", where=str(runs_root))
+    folder = runs_root / run_id
+    (folder / RAW).mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` whole: a reader (or a crash) sees the old file or the new one, never half."""
+    temp = path.with_name(f".{path.name}.tmp")
+    with temp.open("w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, path)
+
+
+def records_text(records: Iterable[str | Mapping[str, Any]]) -> str:
+    """A records file's content: the header line, then one JSON object per line."""
+    header = json.dumps({"format": RECORDS_FORMAT, "version": RECORDS_VERSION}, sort_keys=True)
+    lines = [r if isinstance(r, str) else json.dumps(r, sort_keys=True) for r in records]
+    return "".join(line + "\n" for line in [header, *lines])
+
+
+def write_records(path: Path, records: Iterable[str | Mapping[str, Any]]) -> None:
+    """Write ``measurements.jsonl`` / ``calibration.jsonl``: records as JSON text or as mappings."""
+    _write_atomic(path, records_text(records))
+
+
+def write_json(path: Path, document: Mapping[str, Any]) -> None:
+    """Write ``plan.json`` / ``summary.json`` with this tool's ``format_version``."""
+    _write_atomic(path, json.dumps({**document, "format_version": JSON_VERSION}, indent=2, sort_keys=True))
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return "sha256:" + digest.hexdigest()
+
+
+def artifact_hashes(folder: Path) -> dict[str, str]:
+    """The content hashes of the run folder's own files that exist: what an entry pins."""
+    return {name: sha256_of(folder / name) for name in HASHED_FILES if (folder / name).is_file()}
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One line of a run-folder file that could not be read."""
+
+    path: Path
+    line: int
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.why}"
+
+
+@dataclass
+class RecordsFile:
+    """What ``read_records`` found: the good records, the bad lines, and the file's version."""
+
+    path: Path
+    version: int
+    records: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    def raise_if_problems(self) -> list[dict[str, Any]]:
+        """The records, or an InputError naming the first bad line (and how many more there are)."""
+        if self.problems:
+            first = self.problems[0]
+            more = f" (and {len(self.problems) - 1} more bad lines)" if len(self.problems) > 1 else ""
+            raise InputError(
+                f"{first.why}{more}",
+                where=f"{first.path}:{first.line}",
+                hint=f"look at {first.path}: a run killed mid-write leaves a torn last line",
+            )
+        return self.records
+
+
+def _newer(path: Path, version: int, where: str) -> StateError:
+    return StateError(
+        f"run-folder format version {version} is newer than this tool reads; nothing was read",
+        where=where,
+        hint="pip install -U recipe-ledger",
+    )
+
+
+def _header_version(path: Path, first: object) -> int | None:
+    """The version a header line gives; None when the line is a record (a file with no header)."""
+    if not isinstance(first, dict) or first.get("format") != RECORDS_FORMAT:
+        return None
+    version = first.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise InputError(f"header has no valid version: {version!r}", where=f"{path}:1")
+    if version > RECORDS_VERSION:
+        raise _newer(path, version, f"{path}:1")
+    return version
+
+
+def _parse_line(path: Path, number: int, line: str, last: bool) -> tuple[Any, Problem | None]:
+    try:
+        value = json.loads(line)
+    except ValueError as error:
+        why = "torn last line (the run stopped mid-write?)" if last else f"not JSON ({error.msg})"
+        return None, Problem(path, number, why)
+    if not isinstance(value, dict):
+        return None, Problem(path, number, f"expected a JSON object, got {type(value).__name__}")
+    return value, None
+
+
+def read_records(path: Path) -> RecordsFile:
+    """Every record of a ``measurements.jsonl`` / ``calibration.jsonl``, with its bad lines.
+
+    Blank lines are not records and not problems. A file with no header is version 0."""
+    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+    ends_with_newline = lines[-1] == ""
+    if ends_with_newline:
+        lines.pop()
+    out = RecordsFile(path, LEGACY_VERSION)
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        last = index == len(lines) - 1 and not ends_with_newline
+        value, problem = _parse_line(path, index + 1, line, last)
+        if problem:
+            out.problems.append(problem)
+            continue
+        if index == 0:
+            version = _header_version(path, value)
+            if version is not None:
+                out.version = version
+                continue
+        out.records.append(value)
+    return out
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """``plan.json`` / ``summary.json`` as a dict (``format_version`` removed); an InputError
+    naming the file when it is not a JSON object, a StateError when it is newer than this tool."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise InputError(f"not JSON ({error.msg}, line {error.lineno})", where=str(path)) from None
+    if not isinstance(document, dict):
+        raise InputError(f"expected a JSON object, got {type(document).__name__}", where=str(path))
+    version = document.pop("format_version", LEGACY_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise InputError(f"format_version must be an integer, got {version!r}", where=str(path))
+    if version > JSON_VERSION:
+        raise _newer(path, version, str(path))
+    return document
