@@ -109,7 +109,10 @@ def run_cmd(
     """
     repo = root.resolve()
     if plan_only:
-        print_plan(stages.plan_experiment(experiment, repo, release_lookup(repo)), click.echo)
+        plan = stages.plan_experiment(experiment, repo, release_lookup(repo))
+        print_plan(plan, click.echo)
+        for line in stages.power_report(plan, repo):
+            click.echo(f"  {line}")
         return
     options = stages.RunOptions(allow_dirty, allow_network_fs, allow_busy_gpu)
     with progress_bar() as bar:

@@ -394,6 +394,7 @@ def start_context(
     runs_dir: Path,
     git: dict | None,
     events: Events = print_notices,
+    host: dict[str, str] | None = None,
 ) -> RunContext:
     run_id = new_run_id(plan.experiment.name)
     run_dir = runs.create(runs_dir, run_id)
@@ -407,4 +408,4 @@ def start_context(
         "schedule": plan.schedule,
     }
     runs.write_json(run_dir / runs.PLAN, plan_dump)
-    return RunContext(plan, ledger, writer, repo, run_id, run_dir, git, host_fingerprint(), events)
+    return RunContext(plan, ledger, writer, repo, run_id, run_dir, git, host or host_fingerprint(), events)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipe_ledger import runs
+from recipe_ledger.errors import LedgerError
 from recipe_ledger.experiment.spec import load_experiment
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.pipeline import run as runner
@@ -18,7 +19,9 @@ from recipe_ledger.pipeline.clean_tree import dirty_summary, require_clean_tree
 from recipe_ledger.pipeline.events import Events, Notice, Planned, print_notices
 from recipe_ledger.pipeline.failures import recording_failure, recording_setup_failure
 from recipe_ledger.pipeline.plan import ReleaseLookup, RunPlan, plan_run
+from recipe_ledger.pipeline.power import power_lines, power_plans
 from recipe_ledger.pipeline.preflight import preflight
+from recipe_ledger.provenance import host_fingerprint
 from recipe_ledger.recipes.catalog import RecipeRoot
 
 
@@ -35,6 +38,29 @@ def plan_experiment(spec_path: Path, repo: Path, release_lookup: ReleaseLookup |
     ``release_lookup`` resolves a release arm ("LANE@VERSION") to its pins; the releases layer sits
     above this one, so its caller hands it in."""
     return plan_run(spec_path, load_experiment(spec_path), RecipeRoot(repo / "recipes"), repo, release_lookup)
+
+
+def power_report(plan: RunPlan, repo: Path, host: dict[str, str] | None = None) -> list[str]:
+    """Each bar's MDE with the planned repeats, from the ledger's matching calibration: said before
+    any launch, so a bar the experiment cannot reach is known while it is still cheap to change."""
+    host = host or host_fingerprint()
+    ledger = _existing_ledger(repo)
+
+    def calibration_of(instrument: str, metric: str) -> dict | None:
+        if ledger is None:
+            return None
+        key = runner.calibration_key(plan, instrument, metric, host)
+        return runner.find_calibration(ledger, key, plan.experiment.calibration.max_age_days)
+
+    return power_lines(power_plans(plan, calibration_of))
+
+
+def _existing_ledger(repo: Path) -> Ledger | None:
+    """The ledger when there is one (planning needs none: `--plan` works before `ledger init`)."""
+    try:
+        return Ledger.open(repo)
+    except LedgerError:
+        return None
 
 
 def run_experiment(
@@ -54,6 +80,9 @@ def run_experiment(
     ctx = _started(spec_path, repo, writer, options, release_lookup, events)
     with recording_failure(ctx, "calibration") as tracker:
         cals, inline = runner.calibrations(ctx)
+        if inline:  # the noise is known only now: say what the bars can see before measuring
+            for line in power_lines(power_plans(ctx.plan, lambda i, m: cals.get((i, m)))):
+                events(Notice(line))
         tracker.stage = "measurement"
         records = runner.run_schedule(ctx)
         tracker.stage = "verdict"
@@ -101,10 +130,13 @@ def _started(
         setup.subject = experiment.name
         plan = plan_run(spec_path, experiment, RecipeRoot(repo / "recipes"), repo, release_lookup)
         events(Planned(plan))
+        host = host_fingerprint()
+        for line in power_report(plan, repo, host):
+            events(Notice(line))
         setup.stage = "preflight"
         report = preflight(
             plan, allow_network_fs=options.allow_network_fs, allow_busy_gpu=options.allow_busy_gpu
         )
     for notice in report.notices:
         events(Notice(f"notice: {notice}"))
-    return runner.start_context(plan, ledger, writer, repo, runs.runs_dir(repo), git, events)
+    return runner.start_context(plan, ledger, writer, repo, runs.runs_dir(repo), git, events, host)

@@ -1,0 +1,41 @@
+"""Planning for power: what each bar can see with the planned repeats, said before any launch.
+
+From the calibration that matches the run (the ledger's, or the one a run has just measured), each
+bar gets one sentence: its minimum detectable effect with the experiment's repeats and, when that
+is above the bar, the repeats that would bring it under (verdict.plan_power). A bar the experiment
+cannot reach is then known before the machine time is spent, not after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from recipe_ledger import verdict as verdicts
+from recipe_ledger.experiment.spec import Bar as SpecBar
+from recipe_ledger.pipeline.plan import RunPlan
+from recipe_ledger.pipeline.run import bar_instrument, to_verdict_calibration
+
+# (instrument, metric) -> the calibration entry that stands for this run's noise, if any
+CalibrationLookup = Callable[[str, str], dict | None]
+
+
+def power_plans(plan: RunPlan, calibration_of: CalibrationLookup) -> list[verdicts.PowerPlan]:
+    """One plan per bar and point (a bar on "all" points plans each of them)."""
+    out: list[verdicts.PowerPlan] = []
+    experiment = plan.experiment
+    for bar in experiment.bars:
+        entry = calibration_of(bar_instrument(plan, bar), bar.metric)
+        calibration = to_verdict_calibration(entry) if entry else None
+        for point in experiment.points if bar.point == "all" else [bar.point]:
+            noise = calibration.for_point(point) if calibration else None
+            out.append(verdicts.plan_power(noise, _verdict_bar(bar, point), experiment.repeats))
+    return out
+
+
+def power_lines(plans: list[verdicts.PowerPlan]) -> list[str]:
+    """What `ledger run --plan` and the run's start print: one sentence per bar and point."""
+    return [f"power {p.reason}" for p in plans]
+
+
+def _verdict_bar(bar: SpecBar, point: int) -> verdicts.Bar:
+    return verdicts.Bar(metric=bar.metric, point=point, direction=bar.direction, min_effect=bar.min_effect)
