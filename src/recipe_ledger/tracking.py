@@ -186,6 +186,8 @@ def common_tags(entry: Mapping[str, Any]) -> dict[str, str]:
                 "mlflow.source.git.commit": git["commit"],
             }
         )
+        if git.get("diff_sha256"):  # an allowed dirty run: the diff it ran with, by hash
+            tags["git.diff_sha256"] = str(git["diff_sha256"])
     box = (payload.get("conditions") or {}).get("box") or (payload.get("experiment") or {}).get("box")
     if box:
         tags["box"] = str(box)

@@ -52,7 +52,7 @@ def _print_table(rows: list[tuple[dict, str]]) -> None:
             entry.get("writer", ""),
             entry.get("kind", ""),
             folded,
-            views.summarize(entry),
+            ("(dirty tree) " if views.dirty_flag(entry) else "") + views.summarize(entry),
             style=style,
         )
     console.print(table)

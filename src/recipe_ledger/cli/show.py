@@ -28,6 +28,9 @@ def show(entry_id: str, as_json: bool, root: Path) -> None:
     _warn_unreadable_payload(entry)
     click.echo(json.dumps(entry, indent=2, ensure_ascii=False))
     click.echo(f"status: {found['status']}")
+    flag = views.dirty_flag(entry)
+    if flag:
+        click.echo(flag)
     click.echo("referred to by:" if found["referred_by"] else "referred to by: nothing")
     for ref in found["referred_by"]:
         click.echo(

@@ -31,6 +31,24 @@ def image_text(image: dict[str, Any] | None, absent: str = "") -> str:
     return ref if ref.endswith(digest) else f"{ref} @ {digest}"
 
 
+def dirty_flag(entry: dict[str, Any]) -> str | None:
+    """Why an entry's numbers may not be exactly what its commit holds, or None when they are.
+
+    Since the clean-tree rule, a run from a dirty tree needs --allow-dirty and records the changed
+    files and the diff's hash; entries written before it only say ``dirty``."""
+    git = entry.get("git") or {}
+    if git.get("diff_sha256"):
+        files = git.get("dirty_files") or []
+        return (
+            f"dirty tree (allowed): {len(files)} file(s) differed from commit {str(git.get('commit'))[:12]}, "
+            f"diff {git['diff_sha256']}"
+        )
+    if git.get("dirty"):
+        commit = str(git.get("commit"))[:12]
+        return f"dirty tree: written from uncommitted changes to {commit} (diff not recorded)"
+    return None
+
+
 def query(ledger: Ledger, *, kind: str | None = None, status: str | None = None) -> list[tuple[dict, str]]:
     """``[(entry, status)]`` oldest first, filtered by kind and folded status."""
     if kind is not None and kind not in KINDS:

@@ -33,7 +33,7 @@ from markdown_it import MarkdownIt
 from recipe_ledger import metrics as metric_table
 from recipe_ledger import tables as tables_mod
 from recipe_ledger.errors import InputError, LedgerError
-from recipe_ledger.ledger.views import image_text, summarize
+from recipe_ledger.ledger.views import dirty_flag, image_text, summarize
 from recipe_ledger.recipes.boxes import Box, list_boxes
 from recipe_ledger.recipes.catalog import LoadedRecipe, RecipeRoot
 from recipe_ledger.recipes.command import CommandRequest, resolve_for_people
@@ -503,6 +503,7 @@ def _release_data(entry: dict, previous: dict | None, index: LedgerIndex, paths:
         "scripts": sorted((git.get("scripts") or {}).items()),
         "git_commit": git.get("commit"),
         "git_dirty": git.get("dirty"),
+        "git_flag": dirty_flag(entry),
         "origin": _with_keys(p.get("origin") or {}, ("how", "source", "item", "as_of")),
         "artifacts": sorted(p.get("artifacts", {}).items()),
         "previous": (
@@ -685,6 +686,7 @@ def _experiment_data(entry: dict, experiment: dict, index: LedgerIndex, root: st
         "mlflow": sorted((p.get("mlflow") or {}).items()),
         "scripts": sorted(((entry.get("git") or {}).get("scripts") or {}).items()),
         "git_commit": (entry.get("git") or {}).get("commit"),
+        "git_flag": dirty_flag(entry),
         "sweep_metrics": chosen,
     }
     return data, charts
