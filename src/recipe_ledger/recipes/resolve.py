@@ -247,7 +247,7 @@ def is_strategy_supported_on_hardware(recipe: dict, strategy_name: str, hw: Hard
     return strategy_name in (recipe.get("compatible_strategies") or [])
 
 
-def is_feature_allowed_for_strategy(feature: dict, strategy_name: str) -> bool:
+def is_feature_allowed_for_strategy(feature: dict, strategy_name: str | None) -> bool:
     allow = feature.get("strategies")
     return not isinstance(allow, list) or not allow or strategy_name in allow
 
@@ -323,7 +323,7 @@ class Selection:
 
     recipe: dict
     variant_key: str
-    strategy_name: str
+    strategy_name: str | None  # None: a compat case without one resolves like the site's `undefined`
     hw: Hardware
     features: list[str]
     strategies: dict
@@ -1116,7 +1116,7 @@ def resolve_selection(sel: Selection) -> dict:
 def resolve_command(
     recipe: dict,
     variant: str,
-    strategy: str,
+    strategy: str | None,
     hardware: str,
     features: list[str],
     strategies: dict,
