@@ -877,7 +877,9 @@ def _pd_gpu_env(sel: Selection, role: str, env: dict) -> None:
     half = js_floor_div(gpu_count, 2)
     if half > 0:
         if not isinstance(half, int):  # +Infinity: JS throws on Array.from({length: Infinity}) too
-            raise ResolutionError(f"hardware gpu_count {gpu_count} is not a finite number")
+            raise ResolutionError(
+                f"hardware_profiles.{sel.hw.id}.gpu_count is {gpu_count}, not a finite number"
+            )
         ids = range(half) if role == "prefill" else range(half, half + _js_length(gpu_count - half))
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in ids)
 

@@ -17,13 +17,17 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from recipe_ledger.errors import SpecError
 
-_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:
+    # Checked against the libyaml loader; the pure-Python fallback has the same interface.
+    from yaml import CSafeLoader as _BaseLoader
+else:
+    _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # PyYAML may be built without libyaml
 
 # YAML 1.2 core schema, as js-yaml 4 implements it (js-yaml lib/type/{bool,int,float,null}.js).
 _CORE_RESOLVERS: list[tuple[str, re.Pattern[str], str]] = [
@@ -56,7 +60,7 @@ _CORE_RESOLVERS: list[tuple[str, re.Pattern[str], str]] = [
 ]
 
 
-class CoreSchemaLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+class CoreSchemaLoader(_BaseLoader):
     """A safe loader that resolves plain scalars the way js-yaml 4 does."""
 
     # PyYAML's per-class resolver table, replaced, not shared. A class attribute at run time, but
