@@ -43,7 +43,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -173,6 +173,16 @@ class Verdict(_Frozen):
     noise: Noise | None = None
     agreement: Agreement | None = None
     repeats_suggested: int | None = None  # per arm, when more repeats would settle it
+
+
+class _VerdictCommon(TypedDict):
+    """The fields every Verdict of one ``decide`` call shares, whatever its outcome (a dict at run time)."""
+
+    method: str
+    bar: Bar
+    thresholds: Thresholds
+    n_control: int
+    n_candidate: int
 
 
 # ------------------------------------------------------------------------------- Student t (stdlib)
@@ -802,7 +812,7 @@ def decide(
     if rules.scaled_gate:
         repeats = max(len(control_values), len(candidate_values))
         gate = agreement_threshold_for(_checked_threshold(agreement_threshold), calibrated, repeats)
-    common = {
+    common: _VerdictCommon = {
         "method": rules.method,
         "bar": bar,
         "thresholds": _thresholds(bar, agreement_threshold, gate),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from recipe_ledger.errors import InputError
 from recipe_ledger.launch.failures import BootFailure, classify_boot_failure, hint_for, redacted_tail
@@ -40,8 +40,10 @@ class DockerServer(RunningServer):
 
     def __init__(self, spec: LaunchSpec, container: Container, log_start_offset: int, stop_timeout_s: int):
         self._container = container
-        self.container_id: str = container.id
-        self.container_name: str = container.name
+        # The SDK types both as optional, but a container from ContainerCollection.create/get is
+        # built from `docker inspect`, which always carries Id and Name.
+        self.container_id = cast(str, container.id)
+        self.container_name = cast(str, container.name)
         self.pid = None  # the process is the container's business; container_id identifies it
         self._stop_timeout_s = stop_timeout_s
         self._pump = _LogPump(container, spec)
@@ -88,7 +90,8 @@ class DockerLauncher:
 
     def start(self, spec: LaunchSpec) -> DockerServer:
         """A healthy server, or ``BootFailure`` (after teardown); never leaves a container behind."""
-        if not spec.is_docker:
+        image = spec.image
+        if image is None:  # = not spec.is_docker, spelled out so that `image` narrows to str
             raise InputError(
                 "the docker launcher needs an image",
                 where="LaunchSpec.image",
@@ -96,11 +99,11 @@ class DockerLauncher:
             )
         ensure_port_free(spec.host, spec.port)
         client = self.client()
-        _require_image(client, spec)
+        _require_image(client, image)
         launch_id = uuid.uuid4().hex
         server: DockerServer | None = None
         try:
-            server = self._create(client, spec, launch_id)
+            server = self._create(client, spec, image, launch_id)
             server.start_container()
             server.wait_until_ready()
             return server
@@ -120,9 +123,9 @@ class DockerLauncher:
             self._client = connect()
         return self._client
 
-    def _create(self, client: DockerClient, spec: LaunchSpec, launch_id: str) -> DockerServer:
+    def _create(self, client: DockerClient, spec: LaunchSpec, image: str, launch_id: str) -> DockerServer:
         log_start_offset = _prepare_log(spec)
-        container = client.containers.create(spec.image, **container_options(spec, launch_id))
+        container = client.containers.create(image, **container_options(spec, launch_id))
         return DockerServer(spec, container, log_start_offset, self.stop_timeout_s)
 
 
@@ -198,19 +201,19 @@ def _remove_labelled(client: DockerClient, label: str) -> list[str]:
     return removed
 
 
-def _require_image(client: DockerClient, spec: LaunchSpec) -> None:
+def _require_image(client: DockerClient, image: str) -> None:
     # Never pull: GPU boxes are often offline, and a pull would silently change what is measured.
     from docker.errors import ImageNotFound
 
     try:
-        client.images.get(spec.image)
+        client.images.get(image)
     except ImageNotFound as error:
-        repository = repository_of(spec.image or "")
+        repository = repository_of(image)
         raise BootFailure(
             "image_missing",
-            f"image {spec.image} is not on this machine",
-            where=spec.image,
-            hint=f"docker images --digests {repository}  # or: docker pull {spec.image}",
+            f"image {image} is not on this machine",
+            where=image,
+            hint=f"docker images --digests {repository}  # or: docker pull {image}",
         ) from error
 
 

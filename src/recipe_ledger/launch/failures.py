@@ -11,7 +11,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from recipe_ledger.errors import LedgerError
 from recipe_ledger.redact import redact_text
@@ -19,7 +19,7 @@ from recipe_ledger.redact import redact_text
 BootCause = Literal[
     "out_of_memory", "timeout", "crash", "rejected_flag", "port_in_use", "image_missing", "docker_unavailable"
 ]
-BOOT_CAUSES: frozenset[str] = frozenset(BootCause.__args__)  # type: ignore[attr-defined]
+BOOT_CAUSES: frozenset[str] = frozenset(get_args(BootCause))
 TAIL_LINES = 80
 
 # The exit statuses of a SIGKILL: the kernel's OOM killer (or a container memory limit) sends it.

@@ -13,7 +13,7 @@ import resource
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NoReturn
 
 from recipe_ledger.errors import InputError
 
@@ -23,13 +23,14 @@ GpuRequest = Literal["none", "all"] | int
 class FrozenMap(dict[str, str]):
     """A read-only dict: unlike MappingProxyType it survives ``dataclasses.asdict``, copies and hashing."""
 
-    def _read_only(self, *args: object, **kwargs: object) -> None:
+    def _read_only(self, *args: object, **kwargs: object) -> NoReturn:
         raise TypeError("LaunchSpec mappings are read-only; build a new spec with dataclasses.replace")
 
-    __setitem__ = __delitem__ = _read_only  # type: ignore[assignment]
-    clear = pop = popitem = setdefault = update = __ior__ = _read_only  # type: ignore[assignment]
+    # NoReturn fits every mutator's signature: each one raises instead of returning.
+    __setitem__ = __delitem__ = _read_only
+    clear = pop = popitem = setdefault = update = __ior__ = _read_only
 
-    def __hash__(self) -> int:  # type: ignore[override]
+    def __hash__(self) -> int:  # type: ignore[override]  # dict's is None (mutable); this one is read-only
         return hash(frozenset(self.items()))
 
     def __reduce__(self) -> tuple[type, tuple[dict[str, str]]]:

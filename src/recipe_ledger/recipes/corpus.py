@@ -85,7 +85,7 @@ class Corpus:
         self,
         recipe: str,
         variant: str,
-        strategy: str,
+        strategy: str | None,
         hardware: str,
         features: list[str],
         node_count: int = 1,

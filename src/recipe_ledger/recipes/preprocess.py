@@ -20,7 +20,7 @@ import datetime as _dt
 import math
 import re
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, TypeGuard
 
 from recipe_ledger.recipes.shell import js_str
 
@@ -90,7 +90,7 @@ def _default_pip_command(nightly: bool) -> str:
     return "uv venv\nsource .venv/bin/activate\nuv pip install -U vllm --torch-backend auto"
 
 
-def _is_cuda_map(value: Any) -> bool:
+def _is_cuda_map(value: Any) -> TypeGuard[dict[Any, Any]]:
     return isinstance(value, dict) and ("cu129" in value or "cu130" in value)
 
 
@@ -125,7 +125,8 @@ def _with_note(command: Any, note: Any) -> dict:
 
 def synthesize_install(recipe: dict) -> dict | None:
     """The rendered install commands: pip and docker unless set to false, plus `extras`."""
-    model = recipe.get("model") if isinstance(recipe.get("model"), dict) else {}
+    raw_model = recipe.get("model")
+    model = raw_model if isinstance(raw_model, dict) else {}
     config = model.get("install") if _truthy(model.get("install")) else {}
     config = config if isinstance(config, dict) else {}
     pip_cfg, docker_cfg = config.get("pip"), config.get("docker")

@@ -17,7 +17,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 from recipe_ledger.errors import ResolutionError
 from recipe_ledger.recipes import shell
@@ -33,8 +33,9 @@ NVL4_HW_IDS = frozenset({"gb200", "gb300"})
 PD_PORTS = {"prefill": 8001, "decode": 8002}
 MAX_NODES = 16
 
-# Precision -> hardware it needs unless the variant says otherwise (precision_hardware).
-PRECISION_HARDWARE = {
+# Precision -> hardware it needs unless the variant says otherwise (precision_hardware). Keyed
+# by str, but looked up with a variant's raw `precision` (any YAML value, None when absent).
+PRECISION_HARDWARE: dict[Any, dict[str, str]] = {
     "nvfp4": {"brand": "NVIDIA", "generation": "blackwell"},
     "fp4": {"brand": "NVIDIA", "generation": "blackwell"},
 }
@@ -96,7 +97,7 @@ def obj(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -246,7 +247,7 @@ def is_strategy_supported_on_hardware(recipe: dict, strategy_name: str, hw: Hard
     return strategy_name in (recipe.get("compatible_strategies") or [])
 
 
-def is_feature_allowed_for_strategy(feature: dict, strategy_name: str) -> bool:
+def is_feature_allowed_for_strategy(feature: dict, strategy_name: str | None) -> bool:
     allow = feature.get("strategies")
     return not isinstance(allow, list) or not allow or strategy_name in allow
 
@@ -269,7 +270,7 @@ def pd_pool_modes(recipe: dict) -> list[str]:
             if suffix.search(name):
                 modes.add(mode)
                 break
-    ordered = [m for m in ("tp", "tep", "dep") if m in modes] or ["tp"]
+    ordered: list[str] = [m for m in ("tp", "tep", "dep") if m in modes] or ["tp"]
     restrict = get(recipe, "strategy_overrides", "pd_cluster", "pool_modes")
     if isinstance(restrict, list) and restrict:
         narrowed = [m for m in ordered if m in restrict]
@@ -322,7 +323,7 @@ class Selection:
 
     recipe: dict
     variant_key: str
-    strategy_name: str
+    strategy_name: str | None  # None: a compat case without one resolves like the site's `undefined`
     hw: Hardware
     features: list[str]
     strategies: dict
@@ -875,6 +876,10 @@ def _pd_gpu_env(sel: Selection, role: str, env: dict) -> None:
         return
     half = js_floor_div(gpu_count, 2)
     if half > 0:
+        if not isinstance(half, int):  # +Infinity: JS throws on Array.from({length: Infinity}) too
+            raise ResolutionError(
+                f"hardware_profiles.{sel.hw.id}.gpu_count is {gpu_count}, not a finite number"
+            )
         ids = range(half) if role == "prefill" else range(half, half + _js_length(gpu_count - half))
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in ids)
 
@@ -1113,7 +1118,7 @@ def resolve_selection(sel: Selection) -> dict:
 def resolve_command(
     recipe: dict,
     variant: str,
-    strategy: str,
+    strategy: str | None,
     hardware: str,
     features: list[str],
     strategies: dict,
@@ -1306,7 +1311,8 @@ def default_hardware(recipe: dict, variant_key: str, taxonomy: dict) -> str:
 
 
 def fits_single_node(hw: Hardware, variant: dict) -> bool:
-    node_vram = hw.profile.get("vram_gb") if is_number(hw.profile.get("vram_gb")) else 0
+    vram = hw.profile.get("vram_gb")
+    node_vram = vram if is_number(vram) else 0
     need = first_truthy(variant.get("vram_minimum_gb"), 0)
     return need <= 0 or node_vram <= 0 or need <= node_vram
 
@@ -1338,7 +1344,8 @@ def recommend_strategy(recipe: dict, node_count: int = 1) -> str:
     """The site's default strategy: the recipe's default_strategy (its multi-node sibling past
     one node), else TP, else the first compatible one."""
     compatible = effective_compatible_strategies(recipe)
-    explicit = recipe.get("default_strategy")
+    # A JS value like every recipe field (see get()): truthy() below is what rules out null.
+    explicit: Any = recipe.get("default_strategy")
     if truthy(explicit) and explicit in compatible:
         if node_count > 1 and explicit.startswith("single_node_"):
             sibling = "multi_node_" + explicit[len("single_node_") :]
@@ -1410,8 +1417,10 @@ def default_pd_nodes(
     hw = hardware_for(taxonomy, hw_id)
     variant = obj(get(recipe, "variants", variant_key))
     need = first_truthy(variant.get("vram_minimum_gb"), 0)
-    node_vram = hw.profile.get("vram_gb") if is_number(hw.profile.get("vram_gb")) else 0
-    gpu_count = hw.profile.get("gpu_count") if is_number(hw.profile.get("gpu_count")) else 0
+    vram = hw.profile.get("vram_gb")
+    node_vram = vram if is_number(vram) else 0
+    count = hw.profile.get("gpu_count")
+    gpu_count = count if is_number(count) else 0
     if gpu_count >= 2 and node_vram >= 2 * need:
         return None
     if node_vram <= 0 or need <= 0:

@@ -321,7 +321,8 @@ def docker_meta(recipe: dict, variant: dict, hw_profile: dict, hw_id: str | None
     A CUDA map ({cu129, cu130}) resolves to its cu130 tag, the upstream baseline.
     """
     platform, brand_key = _platform(hw_profile)
-    model = recipe.get("model") if isinstance(recipe.get("model"), dict) else {}
+    raw_model = recipe.get("model")
+    model = raw_model if isinstance(raw_model, dict) else {}
     exact = _get_path(variant, "hardware_overrides", hw_id, "docker_image") if hw_id else None
     pinned = exact if isinstance(exact, str) else None
     cuda_map = None
@@ -330,6 +331,7 @@ def docker_meta(recipe: dict, variant: dict, hw_profile: dict, hw_id: str | None
             continue
         pinned, cuda_map = _image_from_override(override, brand_key)
     defaults = _NIGHTLY_IMAGES if model.get("nightly_required") is True else _DEFAULT_IMAGES
+    image: str | None  # None: no default for the brand (Intel has no nightly image)
     if platform == "xpu" and not pinned:
         image = _XPU_IMAGE
     else:

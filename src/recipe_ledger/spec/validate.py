@@ -11,6 +11,7 @@ import json
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails  # the TypedDict of ValidationError.errors() items
 
 from recipe_ledger.errors import SpecError
 from recipe_ledger.spec.yamlfile import PathKey, YamlDoc, format_path
@@ -66,7 +67,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def describe_error(error: dict[str, Any]) -> str:
+def describe_error(error: ErrorDetails) -> str:
     """One pydantic error as a sentence: what was expected and what the file holds."""
     kind = error["type"]
     if kind == "missing":
@@ -79,7 +80,7 @@ def describe_error(error: dict[str, Any]) -> str:
     return f"{expected}, got {_shown(error.get('input'))}"
 
 
-def _best_error(errors: list[dict[str, Any]]) -> dict[str, Any]:
+def _best_error(errors: list[ErrorDetails]) -> ErrorDetails:
     """Among union alternatives pydantic reports one error each; prefer the deepest location."""
     return max(errors, key=lambda e: len(e["loc"]))
 

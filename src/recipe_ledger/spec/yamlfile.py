@@ -17,13 +17,17 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from recipe_ledger.errors import SpecError
 
-_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:
+    # Checked against the libyaml loader; the pure-Python fallback has the same interface.
+    from yaml import CSafeLoader as _BaseLoader
+else:
+    _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # PyYAML may be built without libyaml
 
 # YAML 1.2 core schema, as js-yaml 4 implements it (js-yaml lib/type/{bool,int,float,null}.js).
 _CORE_RESOLVERS: list[tuple[str, re.Pattern[str], str]] = [
@@ -56,10 +60,12 @@ _CORE_RESOLVERS: list[tuple[str, re.Pattern[str], str]] = [
 ]
 
 
-class CoreSchemaLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+class CoreSchemaLoader(_BaseLoader):
     """A safe loader that resolves plain scalars the way js-yaml 4 does."""
 
-    yaml_implicit_resolvers: ClassVar[dict] = {}  # PyYAML's per-class resolver table, replaced, not shared
+    # PyYAML's per-class resolver table, replaced, not shared. A class attribute at run time, but
+    # types-PyYAML declares it on BaseResolver without ClassVar, and an override must match that.
+    yaml_implicit_resolvers: dict[Any, Any] = {}
 
 
 for _tag, _regexp, _first in _CORE_RESOLVERS:
@@ -98,7 +104,7 @@ CoreSchemaLoader.add_constructor("tag:yaml.org,2002:timestamp", _construct_times
 class _LineLoader(yaml.SafeLoader):
     """Pure-Python loader used only to compose nodes for locations (marks carry line numbers)."""
 
-    yaml_implicit_resolvers: ClassVar[dict] = {}  # PyYAML's per-class resolver table, replaced, not shared
+    yaml_implicit_resolvers: dict[Any, Any] = {}  # replaced, not shared (as on CoreSchemaLoader)
 
 
 for _tag, _regexp, _first in _CORE_RESOLVERS:
