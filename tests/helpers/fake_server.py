@@ -94,6 +94,8 @@ def main(argv: list[str]) -> None:
         with open(options.pid_file, "w") as handle:
             handle.write(f"{os.getpid()} {child}\n")
     print(f"INFO: fake server pid {os.getpid()} starting on {options.host}:{options.port}", flush=True)
+    if options.oom_after == 0:
+        oom_later(0)  # at boot, before the port answers: never a race with the first health check
     server = ThreadingHTTPServer((options.host, options.port), make_handler(options, time.monotonic()))
     if options.oom_after is not None:
         threading.Thread(target=oom_later, args=(options.oom_after,), daemon=True).start()
