@@ -1,9 +1,14 @@
 """The one place the stages are wired: spec -> plan -> run -> measurements -> verdict -> record.
 
 Modules:
-  plan       experiment + recipes + box -> RunPlan: each arm's argv, env, image; ABBA schedule; seeds
-  preflight  refuse a run that cannot be right before spending machine time (engine, model, ports...)
-  measure    one launch of one arm: warm up, every point x instrument, counters; PointRecord
-  run        ``ledger run`` / ``ledger calibrate``: calibrate, measure ABBA, decide, record a
-             ``result`` or a ``failure`` entry; the run folder ``runs/<run_id>/``
+  stages      what the CLI calls, once each: plan_experiment, power_report, run_experiment,
+              calibrate_experiment (the experiment file is loaded once per stage)
+  plan        experiment + recipes + box -> RunPlan: each arm's argv, env, image; ABBA schedule; seeds
+  preflight   refuse a run that cannot be right before spending machine time (engine, model, ports...)
+  clean_tree  refuse a dirty tree in what feeds the measurement, or record it when allowed
+  power       each bar's MDE with the planned repeats, from the matching calibration, before launching
+  measure     one launch of one arm: warm up, every point x instrument, counters; PointRecord
+  run         calibrate, measure ABBA, decide, record a ``result``; the RunContext stages share
+  failures    recording_failure: stop every server, write the ``failure`` entry, raise a typed error
+  events      typed progress events (Planned, PhaseStarted, PointMeasured, Notice) for one callback
 """
