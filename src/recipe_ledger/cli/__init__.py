@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import click
 
@@ -128,7 +128,7 @@ class LedgerGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl([(name, _short_help(text, limit)) for name, text in rows])
 
-    def invoke(self, ctx: click.Context):  # type: ignore[override]
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except LedgerError as error:

@@ -10,6 +10,7 @@ from recipe_ledger.cli.options import json_option, recipes_option
 from recipe_ledger.cli.output import print_json, print_table
 from recipe_ledger.recipes.boxes import list_boxes as list_boxes_in
 from recipe_ledger.recipes.catalog import RecipeRoot
+from recipe_ledger.recipes.command import ResolvedCommand
 from recipe_ledger.recipes.fit import GB, GIB, FitReport, verdict_lines
 from recipe_ledger.recipes.fitting import fit_recipe, fit_report_dict
 
@@ -31,7 +32,16 @@ from recipe_ledger.recipes.fitting import fit_recipe, fit_report_dict
 @click.option("--list-boxes", is_flag=True, help="List the box profiles and exit.")
 @json_option("The fit report as JSON.")
 @recipes_option
-def fit(name, box, context, offload_gb, gpu_util, list_boxes, as_json, recipes: Path) -> None:
+def fit(
+    name: str | None,
+    box: str | None,
+    context: int | None,
+    offload_gb: float | None,
+    gpu_util: float | None,
+    list_boxes: bool,
+    as_json: bool,
+    recipes: Path,
+) -> None:
     """Memory arithmetic for recipe NAME on BOX, before any download.
 
     Shows where each checkpoint component lives, the GPU-resident total against HBM x
@@ -59,7 +69,7 @@ def fit(name, box, context, offload_gb, gpu_util, list_boxes, as_json, recipes: 
     print_fit(report, resolved)
 
 
-def print_fit(report: FitReport, resolved) -> None:
+def print_fit(report: FitReport, resolved: ResolvedCommand) -> None:
     click.echo(
         f"# {resolved.loaded.recipe.meta.title} on {report.box_id} "
         f"({resolved.hardware}, {resolved.strategy}, {resolved.variant})"

@@ -7,7 +7,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import click
 
@@ -18,6 +18,9 @@ from recipe_ledger.recipes.catalog import RecipeRoot
 from recipe_ledger.recipes.command import CommandRequest, resolve_for_people, text_for_people
 from recipe_ledger.recipes.corpus import Corpus, resolve_case
 from recipe_ledger.recipes.models import Recipe
+
+if TYPE_CHECKING:  # imported when linting runs: the other commands need not load the linter
+    from recipe_ledger.recipes.lint import LintWarning
 
 
 @click.group()
@@ -138,7 +141,16 @@ def recipe_schema() -> None:
 @json_option("The builder's result object as JSON.")
 @recipes_option
 def command_cmd(
-    name, hardware, strategy, variant, features, no_features, nodes, docker, as_json, recipes
+    name: str,
+    hardware: str | None,
+    strategy: str | None,
+    variant: str | None,
+    features: tuple[str, ...],
+    no_features: bool,
+    nodes: int | None,
+    docker: bool,
+    as_json: bool,
+    recipes: Path,
 ) -> None:
     """Print the exact launch command for recipe NAME, as recipes.vllm.ai builds it."""
     chosen = [] if no_features else (list(features) if features else None)
@@ -182,17 +194,18 @@ def lint_cmd(paths: tuple[Path, ...], recipes: Path, as_json: bool, summary: boo
         raise SystemExit(1)
 
 
-def run_lint(paths: list[Path], recipes: Path | None):
+def run_lint(paths: list[Path], recipes: Path | None) -> list[LintWarning]:
     """Lint ``paths`` (every recipe when none) against ``recipes``, or the one root the paths lie under."""
     from recipe_ledger.recipes.lint import find_root_of, items_for_paths, lint_items
 
     if recipes is None:
         found = {find_root_of(p) for p in paths}
-        if None in found or len(found) != 1:
+        only = found.pop() if len(found) == 1 else None
+        if only is None:
             raise click.UsageError(
                 "the paths must lie under one recipes root (a folder with taxonomy.yaml); or pass --recipes"
             )
-        recipes = found.pop()
+        recipes = only
     root = RecipeRoot(recipes)
     return lint_items(root, items_for_paths(root, paths))
 

@@ -24,7 +24,7 @@ from recipe_ledger.pipeline import stages
 from recipe_ledger.pipeline.clean_tree import dirty_summary
 
 
-def _pct(value) -> str:
+def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:+.1f}%"
 
 
@@ -95,12 +95,12 @@ def run_cmd(
     experiment: Path,
     root: Path,
     writer: str,
-    plan_only,
-    tracking_uri,
-    no_mlflow,
-    allow_network_fs,
-    allow_busy_gpu,
-    allow_dirty,
+    plan_only: bool,
+    tracking_uri: str | None,
+    no_mlflow: bool,
+    allow_network_fs: bool,
+    allow_busy_gpu: bool,
+    allow_dirty: bool,
 ) -> None:
     """Run EXPERIMENT on this box: launch, measure against the control (ABBA), decide, record.
 

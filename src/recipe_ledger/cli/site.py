@@ -6,11 +6,18 @@ record, so the output never depends on where the repository was cloned.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from recipe_ledger.cli.options import root_option, under_root
+
+if TYPE_CHECKING:  # both imported when the command runs: `ledger --help` need not load rich or the site
+    from rich.progress import Progress, TaskID
+
+    from recipe_ledger.site.build import Progress as SiteProgress
 
 
 @click.command("site")
@@ -27,7 +34,9 @@ def site_cmd(root: Path, out: Path, progress: bool | None) -> None:
     """Build the static site: recipes with their command builder, releases, experiments, the ledger."""
     from recipe_ledger.site import build_site
 
-    show = click.get_text_stream("stderr").isatty() if progress is None else progress
+    # sys.stderr, not click.get_text_stream: click 8.5 deprecates that (removed in 9.0) and it wraps the
+    # same file, so whether it is a terminal reads the same.
+    show = sys.stderr.isatty() if progress is None else progress
     with _progress_bar(show) as tick:
         report = build_site(root, under_root(root, out), progress=tick)
     broken = f", {len(report.broken_recipes)} recipe(s) that do not load" if report.broken_recipes else ""
@@ -42,23 +51,26 @@ class _progress_bar:
 
     def __init__(self, show: bool):
         self.show = show
-        self.progress = None
-        self.tasks: dict[str, int] = {}
+        self.progress: Progress | None = None
+        self.tasks: dict[str, TaskID] = {}
 
-    def __enter__(self):
+    def __enter__(self) -> SiteProgress:
         if not self.show:
             return lambda stage, done, total: None
         from rich.progress import Progress
 
         self.progress = Progress(transient=True)
         self.progress.start()
-        return self._tick
+        return self._ticker(self.progress)
 
-    def _tick(self, stage: str, done: int, total: int) -> None:
-        if stage not in self.tasks:
-            self.tasks[stage] = self.progress.add_task(stage, total=total)
-        self.progress.update(self.tasks[stage], completed=done)
+    def _ticker(self, progress: Progress) -> SiteProgress:
+        def tick(stage: str, done: int, total: int) -> None:
+            if stage not in self.tasks:
+                self.tasks[stage] = progress.add_task(stage, total=total)
+            progress.update(self.tasks[stage], completed=done)
 
-    def __exit__(self, *exc) -> None:
+        return tick
+
+    def __exit__(self, *exc: object) -> None:
         if self.progress is not None:
             self.progress.stop()

@@ -19,6 +19,7 @@ from recipe_ledger.instruments import server_metrics, vllm_bench
 from recipe_ledger.instruments.base import MeasureContext, Measurement
 from recipe_ledger.launch.containers import DockerLauncher
 from recipe_ledger.launch.process import ProcessLauncher
+from recipe_ledger.launch.server import RunningServer
 from recipe_ledger.launch.spec import LaunchSpec, grantable_memlock
 from recipe_ledger.pipeline.events import Events, PointMeasured, ignore
 from recipe_ledger.pipeline.plan import ArmPlan, RunPlan
@@ -65,7 +66,7 @@ def launch_spec(
     )
 
 
-def launcher_for(plan: RunPlan):
+def launcher_for(plan: RunPlan) -> DockerLauncher | ProcessLauncher:
     return DockerLauncher() if plan.experiment.server.launcher == "docker" else ProcessLauncher()
 
 
@@ -88,10 +89,8 @@ def measure_point(
     raise NotImplementedError(f"instrument kind {instrument.kind}")
 
 
-def _reset_prefix_cache(server) -> None:
-    reset = getattr(server, "reset_prefix_cache", None)
-    if callable(reset):
-        reset()
+def _reset_prefix_cache(server: RunningServer) -> None:
+    server.reset_prefix_cache()
 
 
 def warm_up(base_url: str, model: str, requests: int) -> None:
@@ -116,7 +115,7 @@ def sweep(
     base_url: str | None,
     run_dir: Path,
     repo: Path,
-    server=None,
+    server: RunningServer | None = None,
     events: Events = ignore,
     tag: str = "",
 ) -> list[PointRecord]:

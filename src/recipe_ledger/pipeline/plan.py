@@ -183,7 +183,7 @@ def _arm_draft(
     root: RecipeRoot,
     box: Box,
     name: str,
-    arm,
+    arm: RecipeArm | CommandArm | ReleaseArm,
     repo: Path,
     release_lookup: ReleaseLookup | None,
     experiment: Experiment,

@@ -51,7 +51,8 @@ def mount_fstype(path: Path) -> str | None:
         mounts = Path("/proc/mounts").read_text().splitlines()
     except OSError:
         return None
-    target, best = str(path.resolve()), (None, -1)
+    target = str(path.resolve())
+    best: tuple[str | None, int] = (None, -1)
     for line in mounts:
         parts = line.split()
         if len(parts) < 3:
@@ -63,7 +64,9 @@ def mount_fstype(path: Path) -> str | None:
 
 
 def is_network_fs(fstype: str | None) -> bool:
-    return bool(fstype) and (fstype in NETWORK_FS or fstype.startswith("fuse"))
+    if not fstype:
+        return False
+    return fstype in NETWORK_FS or fstype.startswith("fuse")
 
 
 def check_model_local(arm: ArmPlan, allow_network_fs: bool) -> None:

@@ -158,7 +158,8 @@ def record_calibrations(ctx: RunContext, records: list[PointRecord]) -> dict[tup
         instrument = bar_instrument(ctx.plan, bar)
         if (instrument, bar.metric) in out:
             continue
-        by_point = {
+        # Typed with int | str keys: calibrate takes either, and a Mapping is invariant in its key type.
+        by_point: dict[int | str, list[float]] = {
             p: samples(records, "control", instrument, bar.metric, p) for p in ctx.plan.experiment.points
         }
         calibration = verdicts.calibrate(by_point, metric=bar.metric)
@@ -307,7 +308,7 @@ def experiment_record(
             image=arm.image,
             model_sha256=revision if revision and revision.startswith("sha256:") else None,
         )
-    instruments = {}
+    instruments: dict[str, str] = {}  # name -> version
     for r in records:
         instruments.setdefault(r.instrument, r.instrument_version)
     calibration_ids = [e["id"] for e in cals.values()]
@@ -349,7 +350,13 @@ def headline(bars: list[BarVerdict]) -> str:
     return "; ".join(parts)
 
 
-def record_result(ctx: RunContext, records, bars, cals, inline) -> dict:
+def record_result(
+    ctx: RunContext,
+    records: list[PointRecord],
+    bars: list[BarVerdict],
+    cals: dict[tuple[str, str], dict],
+    inline: bool,
+) -> dict:
     record = experiment_record(ctx, records, bars, cals, inline)
     runs.write_json(ctx.run_dir / runs.SUMMARY, record.model_dump(mode="json"))
     payload = {
