@@ -25,3 +25,12 @@ def test_phases_grow_the_total_and_points_advance_it():
         listen(PointMeasured("fast", 2, 1))
         assert bar.tasks[0].description == "measurement: fast #2 point 1"
     assert "running [2] A/A launches" in out.getvalue()  # printed as written, not as markup
+
+
+def test_no_bar_is_drawn_before_the_first_phase():
+    """A run refused before launching (a dirty tree, a bad spec) leaves no empty bar behind."""
+    with Progress(console=Console(file=io.StringIO(), width=200)) as bar:
+        listen = _ProgressListener(bar)
+        listen(Notice("power output_tps_total@4: no calibration"))
+        listen(PointMeasured("control", 1, 4))  # ignored: no phase has started
+        assert bar.tasks == []

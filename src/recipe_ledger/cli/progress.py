@@ -10,6 +10,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -60,7 +61,7 @@ class ProgressListener:
 
     def __init__(self, bar: Progress):
         self.bar = bar
-        self.task = bar.add_task("starting", total=0)
+        self.task: TaskID | None = None  # added at the first phase: a refused run shows no empty bar
         self.phase = ""
 
     def __call__(self, event: Event) -> None:
@@ -70,9 +71,12 @@ class ProgressListener:
             self.say(event.text)
         elif isinstance(event, PhaseStarted):
             self.phase = event.name
-            total = (self.bar.tasks[0].total or 0) + event.total_points
-            self.bar.update(self.task, total=total, description=event.name)
-        elif isinstance(event, PointMeasured):
+            if self.task is None:
+                self.task = self.bar.add_task(event.name, total=event.total_points)
+            else:
+                total = (self.bar.tasks[0].total or 0) + event.total_points
+                self.bar.update(self.task, total=total, description=event.name)
+        elif isinstance(event, PointMeasured) and self.task is not None:
             description = f"{self.phase}: {event.arm} #{event.repeat} point {event.point}"
             self.bar.update(self.task, advance=1, description=description)
 
