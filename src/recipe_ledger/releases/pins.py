@@ -15,7 +15,7 @@ from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.launch import images
 from recipe_ledger.ledger import gitinfo
 from recipe_ledger.ledger.gitinfo import blob_hash
-from recipe_ledger.ledger.models import ImagePin, ModelPin
+from recipe_ledger.ledger.models import ImagePin, ModelPin, RevisionSource
 from recipe_ledger.provenance import comparable_host, model_revision
 from recipe_ledger.releases.spec import ModelSpec
 
@@ -41,17 +41,20 @@ def pin_image(ref: str) -> Pinned:
     info = images.image_info(ref)
     repository = images.repository_of(ref)
     digest = images.digest_of(ref) or info.digest_for(repository)
-    extra = {"image_id": info.image_id, "repo_digests": info.repo_digests or None}
+    repo_digests = info.repo_digests or None
     if digest:
         notes = (
             [] if images.digest_of(ref) else [f"tag {ref} resolved to {repository}@{digest} when published"]
         )
-        return Pinned(ImagePin(ref=ref, digest=digest, pinned=True, **extra), notes=notes)
+        return Pinned(
+            ImagePin(ref=ref, digest=digest, pinned=True, image_id=info.image_id, repo_digests=repo_digests),
+            notes=notes,
+        )
     gap = (
         f"image {ref} has no repository digest in {repository} (never pushed to a registry): "
         f"only this box's image id {info.image_id[:19]}… names it"
     )
-    return Pinned(ImagePin(ref=ref, **extra), gaps=[gap])
+    return Pinned(ImagePin(ref=ref, image_id=info.image_id, repo_digests=repo_digests), gaps=[gap])
 
 
 def run_reference(pin: ImagePin) -> str:
@@ -108,7 +111,7 @@ def model_dir(spec: ModelSpec, repo: Path) -> Path:
     return path if path.is_absolute() else repo / path
 
 
-def revision_source(revision: str | None) -> str | None:
+def revision_source(revision: str | None) -> RevisionSource | None:
     if revision is None:
         return None
     return (
