@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.launch import images
@@ -23,11 +24,14 @@ MODEL_LABEL = "org.recipe-ledger.model.sha256"  # set by scripts/build_cpu_image
 NO_GPU = {"gpu": "none", "gpu_count": "0"}  # a box fingerprint without nvidia-smi says nothing: say "none"
 
 
+P = TypeVar("P")
+
+
 @dataclass
-class Pinned:
+class Pinned(Generic[P]):
     """A pin and what keeps it from being complete (empty: complete)."""
 
-    pin: object
+    pin: P
     gaps: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -35,7 +39,7 @@ class Pinned:
 # ------------------------------------------------------------------------------------------ image
 
 
-def pin_image(ref: str) -> Pinned:
+def pin_image(ref: str) -> Pinned[ImagePin]:
     """The image as the daemon has it: pinned only by a repository digest (a registry's manifest
     digest). A reference to a digest the daemon does not have is refused: there is nothing to pin."""
     info = images.image_info(ref)
@@ -123,7 +127,7 @@ def revision_source(revision: str | None) -> RevisionSource | None:
     )
 
 
-def pin_model(spec: ModelSpec, repo: Path) -> Pinned:
+def pin_model(spec: ModelSpec, repo: Path) -> Pinned[ModelPin]:
     """The model's revision: a Hugging Face snapshot's commit, else the directory's content hash."""
     path = model_dir(spec, repo)
     if not path.is_dir():
@@ -173,7 +177,7 @@ def check_model_in_image(model: ModelPin | None, labels: dict[str, str]) -> list
 # ---------------------------------------------------------------------------------------- scripts
 
 
-def pin_scripts(repo: Path, paths: list[str]) -> Pinned:
+def pin_scripts(repo: Path, paths: list[str]) -> Pinned[dict[str, str]]:
     """``{path: git blob hash}`` of each script as it is on disk; a script with changes that no
     commit holds (modified or untracked) cannot be fetched by anyone else: a gap, named."""
     pins = gitinfo.script_blobs(repo, paths)
