@@ -216,10 +216,14 @@ def _changes(
 
 
 def _ledger_tree(tree: git.Tree) -> git.Tree | None:
+    """The ledger folder of a commit's tree; None when the commit has none (or a file by that name)."""
+    from git import Tree  # importable here: ``tree`` came out of a repository _repo opened
+
     try:
-        return tree / LEDGER_DIR
+        found = tree / LEDGER_DIR
     except KeyError:
         return None
+    return found if isinstance(found, Tree) else None
 
 
 def _blobs(sub: git.Tree | None) -> dict[str, str]:
