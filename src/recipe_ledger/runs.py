@@ -180,11 +180,20 @@ def _header_version(path: Path, first: object) -> int | None:
     return version
 
 
+def _json_reason(error: ValueError) -> str:
+    """Why a text is not JSON. Most failures are a JSONDecodeError (its message, without the
+    position); a few are a plain ValueError (an integer over Python's digit limit) or a
+    UnicodeDecodeError (a file that is not UTF-8), which carry only their text."""
+    if isinstance(error, json.JSONDecodeError):
+        return error.msg
+    return str(error)
+
+
 def _parse_line(path: Path, number: int, line: str, last: bool) -> tuple[Any, Problem | None]:
     try:
         value = json.loads(line)
     except ValueError as error:
-        why = "torn last line (the run stopped mid-write?)" if last else f"not JSON ({error.msg})"
+        why = "torn last line (the run stopped mid-write?)" if last else f"not JSON ({_json_reason(error)})"
         return None, Problem(path, number, why)
     if not isinstance(value, dict):
         return None, Problem(path, number, f"expected a JSON object, got {type(value).__name__}")
@@ -222,8 +231,10 @@ def read_json(path: Path) -> dict[str, Any]:
     naming the file when it is not a JSON object, a StateError when it is newer than this tool."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as error:
+    except json.JSONDecodeError as error:
         raise InputError(f"not JSON ({error.msg}, line {error.lineno})", where=str(path)) from None
+    except ValueError as error:
+        raise InputError(f"not JSON ({error})", where=str(path)) from None
     if not isinstance(document, dict):
         raise InputError(f"expected a JSON object, got {type(document).__name__}", where=str(path))
     version = document.pop("format_version", LEGACY_VERSION)

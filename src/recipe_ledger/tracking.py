@@ -50,7 +50,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from recipe_ledger import metrics as metric_table
 from recipe_ledger import runs
@@ -77,6 +77,8 @@ PARENT_TAG = "mlflow.parentRunId"  # what makes the UI nest a run under another
 MAX_PARAM = 6000  # MLflow's limits on a param and a tag value; longer values are cut here, visibly
 MAX_TAG = 8000
 BATCH = 100  # MLflow takes at most 100 params, 100 tags and 1000 entities in all per log_batch call
+
+T = TypeVar("T")
 
 
 class TrackingUnavailable(StateError):
@@ -894,6 +896,8 @@ class MlflowTrackingClient:
         params = [Param(k, v) for k, v in spec.params.items()]
         metrics = [Metric(k, v, spec.end_ms, 0) for k, v in spec.metrics.items()]
         # Params and metrics share calls (one round trip per child run over HTTP, not two).
+        param_chunk: list[Param]
+        metric_chunk: list[Metric]
         for param_chunk, metric_chunk in zip_longest(
             _chunks(params, BATCH), _chunks(metrics, 1000 - BATCH), fillvalue=[]
         ):
@@ -920,7 +924,7 @@ class MlflowTrackingClient:
         self.client.delete_run(run_id)
 
 
-def _chunks(items: list, size: int) -> Iterator[list]:
+def _chunks(items: list[T], size: int) -> Iterator[list[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
 

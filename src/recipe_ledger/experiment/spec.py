@@ -65,8 +65,8 @@ class StudyArm(_Closed):
 
 def _arm_kind(value: Any) -> str:
     """An arm's kind, written or implied by its main key (recipe:, argv:, release:)."""
-    if isinstance(value, BaseModel):
-        return str(value.kind)
+    if isinstance(value, (RecipeArm, CommandArm, ReleaseArm, StudyArm)):
+        return value.kind
     if isinstance(value, dict):
         if "kind" in value:
             return str(value["kind"])

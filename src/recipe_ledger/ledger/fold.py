@@ -20,14 +20,14 @@ runs on plain dicts at 100k entries without building a model.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 STATUSES = ("active", "reproduced", "not-reproduced", "superseded", "retracted")
 _RANK = {status: rank for rank, status in enumerate(STATUSES)}
 
 
-def fold_statuses(entries: Sequence[dict[str, Any]]) -> dict[str, str]:
+def fold_statuses(entries: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """``{id: status}`` for every entry; ``entries`` oldest first."""
     retracted = {
         ref["id"] for entry in entries for ref in entry.get("refs", ()) if ref.get("rel") == "retracts"
@@ -44,7 +44,7 @@ def fold_statuses(entries: Sequence[dict[str, Any]]) -> dict[str, str]:
     return status
 
 
-def _apply(status: dict[str, str], ref: dict[str, str], source: dict[str, Any]) -> None:
+def _apply(status: dict[str, str], ref: Mapping[str, str], source: Mapping[str, Any]) -> None:
     target, rel = ref.get("id"), ref.get("rel")
     if target not in status:
         return

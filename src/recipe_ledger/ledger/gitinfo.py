@@ -18,14 +18,17 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recipe_ledger.errors import InputError
+
+if TYPE_CHECKING:  # annotations only: at run time git is imported lazily, in _repo
+    import git
 
 LEDGER_DIR = "ledger"
 
 
-def _repo(path: Path):  # -> git.Repo | None
+def _repo(path: Path) -> git.Repo | None:
     try:
         import git  # imported lazily: reading and verifying a ledger does not need it
     except ImportError:  # GitPython absent, or no git executable (a bare GPU box)
@@ -81,12 +84,8 @@ def snapshot(root: Path) -> dict[str, Any] | None:
             commit, _, flag = stated.partition("+")
             return {"commit": commit or None, "dirty": flag == "dirty"}
         return None
-    try:
-        commit = repo.head.commit.hexsha
-    except ValueError:  # a repository without any commit yet
-        commit = None
     status = repo.git.status("--porcelain", "--untracked-files=no", "--", ".", f":(exclude){LEDGER_DIR}")
-    return {"commit": commit, "dirty": bool(status.strip())}
+    return {"commit": _head(repo), "dirty": bool(status.strip())}
 
 
 # What a measurement depends on besides the spec it names: resolution, instruments, the tool itself.
@@ -141,14 +140,14 @@ def _pathspecs(top: Path, paths: Sequence[Path]) -> list[str]:
     return sorted(set(specs))
 
 
-def _head(repo) -> str | None:
+def _head(repo: git.Repo) -> str | None:
     try:
         return repo.head.commit.hexsha
     except ValueError:  # a repository without any commit yet
         return None
 
 
-def _diff_hash(repo, top: Path, specs: list[str], untracked: list[str]) -> str:
+def _diff_hash(repo: git.Repo, top: Path, specs: list[str], untracked: list[str]) -> str:
     digest = hashlib.sha256()
     if _head(repo) is not None:
         diff = repo.git.diff("HEAD", "--binary", "--no-renames", "--", *specs, stdout_as_string=False)
@@ -206,7 +205,9 @@ def working_tree_changes(root: Path) -> Iterator[LedgerChange]:
             yield LedgerChange("working tree", head.hexsha, path, _read_blob(repo, sha), data)
 
 
-def _changes(repo, commit: str, parent: str, old: dict[str, str], new: dict[str, str]):
+def _changes(
+    repo: git.Repo, commit: str, parent: str, old: dict[str, str], new: dict[str, str]
+) -> Iterator[LedgerChange]:
     for path, sha in old.items():
         if new.get(path) == sha:
             continue
@@ -214,20 +215,26 @@ def _changes(repo, commit: str, parent: str, old: dict[str, str], new: dict[str,
         yield LedgerChange(commit, parent, path, _read_blob(repo, sha), data)
 
 
-def _ledger_tree(tree):  # -> git.Tree | None
+def _ledger_tree(tree: git.Tree) -> git.Tree | None:
+    """The ledger folder of a commit's tree; None when the commit has none (or a file by that name)."""
+    from git import Tree  # importable here: ``tree`` came out of a repository _repo opened
+
     try:
-        return tree / LEDGER_DIR
+        found = tree / LEDGER_DIR
     except KeyError:
         return None
+    return found if isinstance(found, Tree) else None
 
 
-def _blobs(sub) -> dict[str, str]:
+def _blobs(sub: git.Tree | None) -> dict[str, str]:
     if sub is None:
         return {}
-    return {item.path: item.hexsha for item in sub.traverse() if item.type == "blob"}
+    from git import Blob  # importable here: ``sub`` came out of a repository _repo opened
+
+    return {os.fspath(item.path): item.hexsha for item in sub.traverse() if isinstance(item, Blob)}
 
 
-def _read_blob(repo, sha: str) -> bytes:
+def _read_blob(repo: git.Repo, sha: str) -> bytes:
     return repo.odb.stream(bytes.fromhex(sha)).read()
 
 

@@ -168,14 +168,17 @@ class ImagePin(Strict):
         return self
 
 
+# How a model revision was obtained; only "hf-snapshot" and "content-hash" pin the weights.
+RevisionSource = Literal["hf-snapshot", "content-hash", "folder-name", "stated"]
+
+
 class ModelPin(Strict):
     name: str | None = None
     path: str | None = None
     revision: str | None = (
         None  # hf:<commit> of a snapshot, sha256:<content hash> of a directory, or as stated
     )
-    # v2: how the revision was obtained; only "hf-snapshot" and "content-hash" pin the weights.
-    revision_source: Literal["hf-snapshot", "content-hash", "folder-name", "stated"] | None = None
+    revision_source: RevisionSource | None = None  # v2
     container_path: str | None = None  # v2: where the server sees it (baked into the image, or mounted)
 
 
@@ -310,14 +313,17 @@ class Envelope(Strict):
     payload: dict[str, Any]
 
 
-# (kind, from_version) -> function turning a payload dict of that version into the next one.
-_UPGRADES: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
+# A function turning a payload dict of one version into the next one.
+Upgrade = Callable[[dict[str, Any]], dict[str, Any]]
+
+# (kind, from_version) -> the upgrade step from that version.
+_UPGRADES: dict[tuple[str, int], Upgrade] = {}
 
 
-def register_upgrade(kind: str, from_version: int):
+def register_upgrade(kind: str, from_version: int) -> Callable[[Upgrade], Upgrade]:
     """Decorator: register the step that turns a ``kind`` payload of ``from_version`` into the next."""
 
-    def decorate(step: Callable[[dict[str, Any]], dict[str, Any]]):
+    def decorate(step: Upgrade) -> Upgrade:
         _UPGRADES[(kind, from_version)] = step
         return step
 

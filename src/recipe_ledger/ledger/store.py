@@ -137,12 +137,21 @@ class Ledger:
         """The complete lines of one chain as dicts; a torn tail is left for `verify` to report."""
         _, lines, _torn = chain.split_lines(path.read_bytes())
         try:
-            return [chain.parse_line(line) for line in lines]
+            parsed = [chain.parse_line(line) for line in lines]
         except ValueError:
             bad = next(n for n, line in enumerate(lines, 1) if not _parses(line))
             raise StateError(
                 "line is not valid JSON", where=f"{self.rel(path)}:{bad}", hint="ledger verify"
             ) from None
+        entries = [entry for entry in parsed if isinstance(entry, dict)]
+        if len(entries) != len(parsed):  # valid JSON but not an object: a hand-edited line
+            bad = next(n for n, entry in enumerate(parsed, 1) if not isinstance(entry, dict))
+            raise StateError(
+                "line is not an entry (not a JSON object)",
+                where=f"{self.rel(path)}:{bad}",
+                hint="ledger verify",
+            )
+        return entries
 
     def by_id(self) -> dict[str, dict[str, Any]]:
         if self._by_id is None:
@@ -222,7 +231,7 @@ class Ledger:
             "v": FORMAT_VERSION,
             "writer": check_writer(writer),
             "kind": kind,
-            "refs": self._checked_refs(list(refs) + implied_refs(model)),
+            "refs": self._checked_refs([*refs, *implied_refs(model)]),
             "git": self._git_stamp(model, git),
             "payload": model.model_dump(mode="json", exclude_none=True),
         }

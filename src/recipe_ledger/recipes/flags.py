@@ -9,6 +9,7 @@ command through ``LaunchCommand``: parsed once, edited as options, rendered once
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 _FLAG = re.compile(r"^--?[A-Za-z][\w.-]*(=.*)?$", re.DOTALL)
@@ -136,7 +137,7 @@ class LaunchCommand:
         return kept
 
     def replacing(
-        self, tokens: list[str] | tuple[str, ...], also_remove: set[str] = frozenset()
+        self, tokens: list[str] | tuple[str, ...], also_remove: AbstractSet[str] = frozenset()
     ) -> LaunchCommand:
         """``tokens`` appended after dropping every earlier occurrence of the flags they set (and of
         ``also_remove``): one occurrence per flag keeps the command readable, and the value is the one

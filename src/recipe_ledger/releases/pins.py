@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.launch import images
 from recipe_ledger.ledger import gitinfo
 from recipe_ledger.ledger.gitinfo import blob_hash
-from recipe_ledger.ledger.models import ImagePin, ModelPin
+from recipe_ledger.ledger.models import ImagePin, ModelPin, RevisionSource
 from recipe_ledger.provenance import comparable_host, model_revision
 from recipe_ledger.releases.spec import ModelSpec
 
@@ -23,11 +24,14 @@ MODEL_LABEL = "org.recipe-ledger.model.sha256"  # set by scripts/build_cpu_image
 NO_GPU = {"gpu": "none", "gpu_count": "0"}  # a box fingerprint without nvidia-smi says nothing: say "none"
 
 
+P = TypeVar("P")
+
+
 @dataclass
-class Pinned:
+class Pinned(Generic[P]):
     """A pin and what keeps it from being complete (empty: complete)."""
 
-    pin: object
+    pin: P
     gaps: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -35,23 +39,26 @@ class Pinned:
 # ------------------------------------------------------------------------------------------ image
 
 
-def pin_image(ref: str) -> Pinned:
+def pin_image(ref: str) -> Pinned[ImagePin]:
     """The image as the daemon has it: pinned only by a repository digest (a registry's manifest
     digest). A reference to a digest the daemon does not have is refused: there is nothing to pin."""
     info = images.image_info(ref)
     repository = images.repository_of(ref)
     digest = images.digest_of(ref) or info.digest_for(repository)
-    extra = {"image_id": info.image_id, "repo_digests": info.repo_digests or None}
+    repo_digests = info.repo_digests or None
     if digest:
         notes = (
             [] if images.digest_of(ref) else [f"tag {ref} resolved to {repository}@{digest} when published"]
         )
-        return Pinned(ImagePin(ref=ref, digest=digest, pinned=True, **extra), notes=notes)
+        return Pinned(
+            ImagePin(ref=ref, digest=digest, pinned=True, image_id=info.image_id, repo_digests=repo_digests),
+            notes=notes,
+        )
     gap = (
         f"image {ref} has no repository digest in {repository} (never pushed to a registry): "
         f"only this box's image id {info.image_id[:19]}… names it"
     )
-    return Pinned(ImagePin(ref=ref, **extra), gaps=[gap])
+    return Pinned(ImagePin(ref=ref, image_id=info.image_id, repo_digests=repo_digests), gaps=[gap])
 
 
 def run_reference(pin: ImagePin) -> str:
@@ -108,7 +115,7 @@ def model_dir(spec: ModelSpec, repo: Path) -> Path:
     return path if path.is_absolute() else repo / path
 
 
-def revision_source(revision: str | None) -> str | None:
+def revision_source(revision: str | None) -> RevisionSource | None:
     if revision is None:
         return None
     return (
@@ -120,7 +127,7 @@ def revision_source(revision: str | None) -> str | None:
     )
 
 
-def pin_model(spec: ModelSpec, repo: Path) -> Pinned:
+def pin_model(spec: ModelSpec, repo: Path) -> Pinned[ModelPin]:
     """The model's revision: a Hugging Face snapshot's commit, else the directory's content hash."""
     path = model_dir(spec, repo)
     if not path.is_dir():
@@ -170,7 +177,7 @@ def check_model_in_image(model: ModelPin | None, labels: dict[str, str]) -> list
 # ---------------------------------------------------------------------------------------- scripts
 
 
-def pin_scripts(repo: Path, paths: list[str]) -> Pinned:
+def pin_scripts(repo: Path, paths: list[str]) -> Pinned[dict[str, str]]:
     """``{path: git blob hash}`` of each script as it is on disk; a script with changes that no
     commit holds (modified or untracked) cannot be fetched by anyone else: a gap, named."""
     pins = gitinfo.script_blobs(repo, paths)

@@ -18,7 +18,7 @@ import shlex
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from recipe_ledger import runs
 from recipe_ledger.errors import InputError, StateError
@@ -29,6 +29,8 @@ from recipe_ledger.ledger.fold import fold_statuses
 from recipe_ledger.ledger.models import (
     ArmRecord,
     ExperimentRecord,
+    ImagePin,
+    ModelPin,
     ReleaseNumber,
     ReleasePayload,
     validate_payload,
@@ -43,6 +45,8 @@ from recipe_ledger.releases.spec import NumberSpec, ReleaseSpec, load_release_sp
 
 DEFAULT_TOLERANCE = 0.10  # when the experiment has no bar on the number's metric and point
 
+P = TypeVar("P")
+
 
 @dataclass
 class Draft:
@@ -52,7 +56,7 @@ class Draft:
     gaps: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def take(self, pinned: pins.Pinned) -> Any:
+    def take(self, pinned: pins.Pinned[P]) -> P:
         self.gaps += pinned.gaps
         self.notes += pinned.notes
         return pinned.pin
@@ -306,7 +310,7 @@ def _configuration(arms: list[ArmRecord], draft: Draft) -> ArmRecord | None:
     return arms[0] if arms else None
 
 
-def _image(spec: ReleaseSpec, arm: ArmRecord | None, draft: Draft):
+def _image(spec: ReleaseSpec, arm: ArmRecord | None, draft: Draft) -> ImagePin | None:
     ref = spec.image or (arm.image if arm else None)
     if ref is None:
         draft.gaps.append("no image: the numbers were served by a local process, which no digest pins")
@@ -324,7 +328,7 @@ def _image(spec: ReleaseSpec, arm: ArmRecord | None, draft: Draft):
     return image
 
 
-def _same_image(ran: str, image) -> bool:
+def _same_image(ran: str, image: ImagePin) -> bool:
     if image.digest:
         return images.digest_of(ran) == image.digest
     try:
@@ -333,7 +337,9 @@ def _same_image(ran: str, image) -> bool:
         return False
 
 
-def _model(spec: ReleaseSpec, repo: Path, image, arm: ArmRecord | None, draft: Draft):
+def _model(
+    spec: ReleaseSpec, repo: Path, image: ImagePin | None, arm: ArmRecord | None, draft: Draft
+) -> ModelPin | None:
     if spec.model is None:
         draft.gaps.append("no model pinned")
         return None
@@ -342,9 +348,9 @@ def _model(spec: ReleaseSpec, repo: Path, image, arm: ArmRecord | None, draft: D
         labels = images.image_info(pins.run_reference(image)).labels
         draft.gaps += pins.check_model_in_image(model, labels)
     if arm and arm.model_sha256 and arm.model_sha256 != model.revision:
+        now = f"{model.revision[:19]}…" if model.revision else "unreadable"  # pin_model saw a directory
         draft.gaps.append(
-            f"the numbers were measured with model {arm.model_sha256[:19]}…, "
-            f"{spec.model.path} is {model.revision[:19]}… now"
+            f"the numbers were measured with model {arm.model_sha256[:19]}…, {spec.model.path} is {now} now"
         )
     return model
 
@@ -393,7 +399,7 @@ def flag_strings(argv: list[str]) -> list[str]:
     return [" ".join((flag.name, *flag.values)) for flag in parse_flags(list(argv))]
 
 
-def docker_command(arm: ArmRecord, image) -> str:
+def docker_command(arm: ArmRecord, image: ImagePin | None) -> str:
     """The exact `docker run` of the release: image by digest, the environment, the argv."""
     if image is None:
         return shlex.join(arm.argv)

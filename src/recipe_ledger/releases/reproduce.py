@@ -93,7 +93,7 @@ def plan_reproduction(ledger: Ledger, repo: Path, ref: str) -> ReproductionPlan:
         )
     problems, notices = pin_problems(payload, repo)
     targets = []
-    for result_id in dict.fromkeys(n.result for n in numbers):
+    for result_id in dict.fromkeys(n.result for n in numbers if n.result):
         target, found = _target(
             ledger, repo, payload, result_id, [n for n in numbers if n.result == result_id]
         )
@@ -299,7 +299,7 @@ def _instrument(target: Target, metric: str) -> str:
     return target.plan.experiment.instruments[0].name
 
 
-def _direction(metric: str) -> str:
+def _direction(metric: str) -> metric_table.Direction:
     # With no bar on the metric, the metric table says which way is better. For a metric it knows
     # nothing about, "higher" is a label only: a win and a regression both read "not-reproduced".
     return metric_table.direction(metric) or "higher"
@@ -337,7 +337,7 @@ def overall(outcomes: list[NumberOutcome]) -> str:
 
 def describe(outcome: NumberOutcome) -> str:
     v = outcome.verdict
-    if v.effect is None:
+    if v.effect is None or v.ci_low is None or v.ci_high is None:  # verdicts set all three or none
         return f"{outcome.number.name}: {outcome.outcome} ({v.reason})"
     return (
         f"{outcome.number.name}: {outcome.outcome}: {v.candidate_geomean:.4g} now vs {v.control_geomean:.4g} "

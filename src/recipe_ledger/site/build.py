@@ -173,7 +173,7 @@ def entry_tokens(entry: dict[str, Any]) -> set[str]:
         conditions.get("hardware"),
         p.get("title"),
     ]
-    words = set()
+    words: set[str] = set()
     for text in fields:
         if isinstance(text, str):
             words.update(w.strip(".").lower() for w in _TOKEN_SPLIT.split(text) if w)
@@ -269,7 +269,8 @@ class RecipeInfo:
 
 
 def load_recipes(root: RecipeRoot) -> list[RecipeInfo]:
-    infos, used = [], set()
+    infos: list[RecipeInfo] = []
+    used: set[str] = set()
     for path in root.recipe_paths:
         ref = root.ref_of(path)
         name = recipe_name(ref)
@@ -333,8 +334,8 @@ def recipe_page_data(
     if info.loaded is None:
         return base, "", None
     recipe = info.loaded.recipe
-    guide = recipe.guide if isinstance(recipe.guide, str) else ""
-    data = {
+    guide = redact(recipe.guide if isinstance(recipe.guide, str) else "")
+    data: dict[str, Any] = {
         **base,
         "title": redact(recipe.meta.title),
         "provider": redact(recipe.meta.provider),
@@ -351,9 +352,9 @@ def recipe_page_data(
             for v, var in recipe.variants.items()
         ],
         "fit": fit_rows(root, info.loaded, boxes),
-        "guide_markdown": redact(guide),
+        "guide_markdown": guide,
     }
-    return data, markdown_html(data["guide_markdown"]), builder_data(root, info.loaded)
+    return data, markdown_html(guide), builder_data(root, info.loaded)
 
 
 def _evidence_row(entry: dict[str, Any], hardware: set[str], index: LedgerIndex, root: str) -> dict[str, Any]:
@@ -534,16 +535,21 @@ def _release_number(number: dict, index: LedgerIndex, root: str) -> dict[str, An
     """A v2 release number with the result entry that measured it (linked when the ledger has it)."""
     result = number.get("result")
     return {
-        **_with_keys(number, ("name", "metric", "point", "arm", "value", "unit", "tolerance", "verified")),
+        **_keys_filled(number, ("name", "metric", "point", "arm", "value", "unit", "tolerance", "verified")),
         "n": len(number.get("samples") or []),
         "result": entry_ref(index, result, root) if result and result in index.by_id else None,
     }
 
 
 def _with_keys(value: Any, keys: tuple[str, ...]) -> dict[str, Any] | None:
-    """A payload sub-object with every key a template reads (stored payloads omit None)."""
+    """``_keys_filled`` of a payload sub-object that may be absent (None then)."""
     if not isinstance(value, dict):
         return None
+    return _keys_filled(value, keys)
+
+
+def _keys_filled(value: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """A payload sub-object with every key a template reads (stored payloads omit None)."""
     return {**{k: None for k in keys}, **value}
 
 
@@ -651,7 +657,7 @@ def experiment_pages(index: LedgerIndex) -> list[tuple[str, dict[str, Any], list
 
 def _experiment_data(entry: dict, experiment: dict, index: LedgerIndex, root: str) -> tuple[dict, list[str]]:
     p = entry["payload"]
-    bars = [_with_keys(b, BAR_KEYS) for b in experiment.get("bars", []) if isinstance(b, dict)]
+    bars = [_keys_filled(b, BAR_KEYS) for b in experiment.get("bars", []) if isinstance(b, dict)]
     sweeps = sweep_series(p.get("metrics", {}))
     chosen = metric_table.headline(sweeps)
     charts = [plots.effects_chart(bars)] if bars else []
@@ -674,8 +680,10 @@ def _experiment_data(entry: dict, experiment: dict, index: LedgerIndex, root: st
         "method": experiment.get("method"),
         "host": sorted((experiment.get("host") or {}).items()),
         "duration_s": experiment.get("duration_s"),
+        # Every arm is an object: ExperimentRecord.arms was validated when the entry was written.
         "arms": [
-            {"name": k, **_with_keys(v, ARM_KEYS)} for k, v in sorted((experiment.get("arms") or {}).items())
+            {"name": k, **_keys_filled(v, ARM_KEYS)}
+            for k, v in sorted((experiment.get("arms") or {}).items())
         ],
         "bars": bars,
         "verdict": p.get("verdict"),

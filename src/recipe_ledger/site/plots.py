@@ -198,6 +198,13 @@ def history_chart(
     return _frame(title, "version", y_label, body + _legend(sorted(series)))
 
 
+def _outcome_color(outcome: object) -> str:
+    """Green for a win, red for a regression, grey for anything else (a null, a no-verdict)."""
+    if not isinstance(outcome, str):
+        return "#7f7f7f"
+    return {"win": "#2ca02c", "regression": "#d62728"}.get(outcome, "#7f7f7f")
+
+
 def effects_chart(bars: Sequence[dict], *, title: str = "verdict effects (relative, with CI)") -> str:
     """One row per bar: the effect as a dot, its CI as a line, the +/- minimum effect shaded."""
     rows = [b for b in bars if isinstance(b.get("effect"), (int, float))]
@@ -218,7 +225,7 @@ def effects_chart(bars: Sequence[dict], *, title: str = "verdict effects (relati
     for i, bar in enumerate(rows):
         y = TOP + 13 + 26 * i
         band = abs(bar.get("min_effect") or 0)
-        color = {"win": "#2ca02c", "regression": "#d62728"}.get(bar.get("outcome"), "#7f7f7f")
+        color = _outcome_color(bar.get("outcome"))
         name = f"{bar.get('candidate')} {bar.get('metric')}@{bar.get('point')}"
         body.append(
             f'<rect x="{_n(px(-band))}" y="{y - 10}" width="{_n(px(band) - px(-band))}" height="20" '
