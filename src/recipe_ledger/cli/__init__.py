@@ -43,7 +43,7 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "import-seed": LazyCommand(
         "recipe_ledger.cli.import_seed:import_seed",
-        "Write the 000 seed's campaign (imported from its document, not measured here); idempotent.",
+        "Write the seeds' campaigns (000, 004) from their documents, not measured here; idempotent.",
     ),
     "init": LazyCommand(
         "recipe_ledger.cli.init:init", "Create ledger/ (format marker, .gitattributes); safe to run again."

@@ -1,4 +1,5 @@
-"""The 000 seed's campaign (DeepSeek V4.1-Flash on one DGX Station GB300) as the ledger's first history.
+"""The 000 seed's campaign (DeepSeek V4.1-Flash on one DGX Station GB300) as the ledger's first history,
+and the importer every seed document uses (``Seed``, ``import_seed``; 004 lives in ``seed_import_004``).
 
 The content below retells the seed document ``000_81e52e8820647c96.txt`` (published 2026-09-16)
 in our own words with its figures. Nothing here was measured by this tool: every payload says
@@ -368,6 +369,21 @@ _RELEASES = [
 SEED_000: list[SeedEntry] = _FAILURES + _NOTES + _RETRACTED_WIN + _RELEASES
 
 
+@dataclass(frozen=True)
+class Seed:
+    """One source document and the chain its items are imported into."""
+
+    name: str  # "000", "004": what `ledger import-seed NAME` takes
+    source: str  # the document's file name, written into every entry's origin
+    writer: str  # the chain the import appends to (one per document)
+    as_of: str | None  # the date the document gives; None when it gives none
+    items: list[SeedEntry]
+    title: str = ""
+
+
+SEED = Seed("000", SOURCE, WRITER, AS_OF, SEED_000, "DeepSeek V4.1-Flash on one DGX Station GB300")
+
+
 @dataclass
 class ImportResult:
     added: list[tuple[str, str]] = field(default_factory=list)  # (item key, entry id)
@@ -375,17 +391,23 @@ class ImportResult:
 
 
 def import_seed(
-    ledger: Ledger, *, writer: str = WRITER, items: list[SeedEntry] | None = None
+    ledger: Ledger,
+    *,
+    writer: str | None = None,
+    items: list[SeedEntry] | None = None,
+    seed: Seed = SEED,
 ) -> ImportResult:
-    """Append every seed item not yet in ``writer``'s chain; return what was added and what was there."""
-    items = SEED_000 if items is None else items
-    ids = _imported_items(ledger, writer)
+    """Append every item of ``seed`` not yet in ``writer``'s chain (default: the seed's own writer);
+    return what was added and what was there."""
+    writer = seed.writer if writer is None else writer
+    items = seed.items if items is None else items
+    ids = _imported_items(ledger, writer, seed.source)
     result = ImportResult(present=[(i.key, ids[i.key]) for i in items if i.key in ids])
     git = gitinfo.snapshot(ledger.root)  # one snapshot: the whole import is one act
     for item in items:
         if item.key in ids:
             continue
-        payload = {**_resolve(item.payload, ids), "origin": _origin(item.key)}
+        payload = {**_resolve(item.payload, ids), "origin": _origin(seed, item.key)}
         refs = [(rel, ids[ref.key]) for rel, ref in item.refs]
         entry = ledger.append(item.kind, payload, writer=writer, refs=refs, git=git)
         ids[item.key] = entry["id"]
@@ -393,15 +415,16 @@ def import_seed(
     return result
 
 
-def _origin(key: str) -> dict[str, str]:
-    return {"how": "imported", "source": SOURCE, "item": key, "as_of": AS_OF}
+def _origin(seed: Seed, key: str) -> dict[str, str]:
+    origin = {"how": "imported", "source": seed.source, "item": key}
+    return {**origin, "as_of": seed.as_of} if seed.as_of else origin
 
 
-def _imported_items(ledger: Ledger, writer: str) -> dict[str, str]:
+def _imported_items(ledger: Ledger, writer: str, source: str) -> dict[str, str]:
     found = {}
     for entry in ledger.entries():
         origin = entry.get("payload", {}).get("origin", {})
-        if entry.get("writer") == writer and origin.get("source") == SOURCE and origin.get("item"):
+        if entry.get("writer") == writer and origin.get("source") == source and origin.get("item"):
             found[origin["item"]] = entry["id"]
     return found
 
@@ -414,3 +437,10 @@ def _resolve(value: Any, ids: dict[str, str]) -> Any:
     if isinstance(value, list):
         return [_resolve(v, ids) for v in value]
     return value
+
+
+def all_seeds() -> dict[str, Seed]:
+    """Every seed document this tool imports, by name, in import order."""
+    from recipe_ledger.ledger import seed_import_004  # imported here: it builds on this module's types
+
+    return {seed.name: seed for seed in (SEED, seed_import_004.SEED)}
