@@ -83,13 +83,16 @@ def bar_instrument(experiment: Experiment, bar: Bar) -> Instrument:
     return next(i for i in experiment.instruments if i.name == name)
 
 
-def clients_by_bar(experiment: Experiment) -> dict[str, str]:
-    """For each bar, the one client that measures every arm it compares (``metric@point`` ->
-    "instrument-name: client")."""
+def clients_by_bar(experiment: Experiment, versions: Mapping[str, str] | None = None) -> dict[str, str]:
+    """For each bar (``metric@point``), the one client that measured every arm it compares, with
+    its version when ``versions`` (instrument name -> version) knows it:
+    ``{"output_tps_total@4": "vllm bench serve 0.32.0 (instrument bench)"}``."""
     out: dict[str, str] = {}
     for bar in experiment.bars:
         instrument = bar_instrument(experiment, bar)
-        out[bar_label(bar)] = f"{instrument.name}: {client_of(instrument)}"
+        version = (versions or {}).get(instrument.name, "")
+        client = f"{client_of(instrument)} {version}".strip()
+        out[bar_label(bar)] = f"{client} (instrument {instrument.name})"
     return out
 
 
