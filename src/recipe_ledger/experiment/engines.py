@@ -91,7 +91,10 @@ def clients_by_bar(experiment: Experiment, versions: Mapping[str, str] | None = 
     for bar in experiment.bars:
         instrument = bar_instrument(experiment, bar)
         version = (versions or {}).get(instrument.name, "")
-        client = f"{client_of(instrument)} {version}".strip()
+        # A command instrument's version already names it ("command:<template hash>").
+        client = (
+            version if version.startswith(instrument.kind) else f"{client_of(instrument)} {version}".strip()
+        )
         out[bar_label(bar)] = f"{client} (instrument {instrument.name})"
     return out
 
