@@ -42,6 +42,9 @@ usage: launch_server.py [-h] --model-path MODEL_PATH [--tokenizer-path TOKENIZER
 launch_server.py: error: unrecognized arguments: --gpu-memory-utilization 0.9
 """
 
+# Observed here with sglang 0.5.23 on the CPU box (python -m sglang.launch_server, prog "sglang serve").
+SGLANG_0523_UNKNOWN_FLAG = "sglang serve: error: unrecognized arguments: --gpu-memory-utilization 0.9\n"
+
 SGLANG_BAD_CHOICE = """\
 usage: launch_server.py [-h] --model-path MODEL_PATH [--tokenizer-path TOKENIZER_PATH]
 launch_server.py: error: argument --attention-backend: invalid choice: 'torch' (choose from 'triton', \
@@ -84,6 +87,7 @@ SGLANG_STILL_LOADING = "[2025-11-29 02:40:00 TP0] Load weight begin. avail mem=1
         (SGLANG_NOT_ENOUGH_MEMORY, -9, False, "out_of_memory"),  # the launcher's kill_process_tree
         (SGLANG_CUDA_GRAPH_OOM, 1, False, "out_of_memory"),
         (SGLANG_UNKNOWN_FLAG, 2, False, "rejected_flag"),
+        (SGLANG_0523_UNKNOWN_FLAG, 2, False, "rejected_flag"),
         (SGLANG_BAD_CHOICE, 2, False, "rejected_flag"),
         (SGLANG_HTTP_PORT_TAKEN, 1, False, "port_in_use"),
         (SGLANG_ZMQ_PORT_TAKEN, 1, False, "port_in_use"),
