@@ -1,7 +1,14 @@
-"""A stand-in for ``vllm serve`` in launcher tests: stdlib only, one behaviour per flag.
+"""A stand-in for ``vllm serve`` (or, with ``--engine sglang``, for ``python -m sglang.launch_server``)
+in launcher tests: stdlib only, one behaviour per flag.
 
     python fake_server.py --port P [--delay S] [--oom-after S] [--never-healthy]
                           [--ignore-sigterm] [--spawn-child] [--pid-file F] [--prefix-cache]
+                          [--engine sglang [--fail-generate] [--flush-busy N] [--model-path DIR]
+                           [--enable-metrics]]
+
+SGLang mode answers ``POST /generate`` (a 500 with SGLang's error shape under --fail-generate),
+``POST /flush_cache`` (400 the first N times, as SGLang does while requests drain) and logs the
+lines SGLang's own code logs (quoted from sglang's source where the launcher classifies them).
 
 It logs like a server (to stdout, unbuffered) so the launcher's log capture and classification are
 exercised on real output.
@@ -10,6 +17,7 @@ exercised on real output.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -30,10 +38,51 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--spawn-child", action="store_true", help="start a worker process in the group")
     parser.add_argument("--pid-file", default=None, help="write 'leader_pid child_pid' here")
     parser.add_argument("--prefix-cache", action="store_true", help="answer POST /reset_prefix_cache")
+    parser.add_argument("--engine", choices=["vllm", "sglang"], default="vllm")
+    parser.add_argument("--fail-generate", action="store_true", help="sglang: /generate answers 500")
+    parser.add_argument("--flush-busy", type=int, default=0, help="sglang: /flush_cache answers 400 N times")
+    parser.add_argument("--model-path", default=None, help="sglang: the model (only echoed)")
+    parser.add_argument("--enable-metrics", action="store_true", help="sglang: accepted, like the real flag")
     return parser.parse_args(argv)
 
 
+# SGLang's words (python/sglang/srt/managers/scheduler.py flush_cache, http_server.py _wait_and_warmup).
+SGLANG_READY = "The server is fired up and ready to roll!"
+SGLANG_FLUSHED = "Cache flushed successfully!"
+SGLANG_NOT_FLUSHED = "Cache not flushed because there are pending requests. #queue-req: 0, #running-req: 1"
+SGLANG_OOM = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+
+
+class SGLangState:
+    """What an SGLang stand-in remembers between requests: flushes still to refuse, requests served."""
+
+    def __init__(self, options: argparse.Namespace):
+        self.busy_left = options.flush_busy
+        self.lock = threading.Lock()
+
+    def flush(self) -> int:
+        with self.lock:
+            if self.busy_left > 0:
+                self.busy_left -= 1
+                print(f"[fake] WARNING: {SGLANG_NOT_FLUSHED}", flush=True)
+                return 400
+        print(f"[fake] INFO: {SGLANG_FLUSHED}", flush=True)
+        return 200
+
+
+def generate_answer(options: argparse.Namespace, body: bytes) -> tuple[int, dict]:
+    """SGLang's /generate: one piece of text, or (--fail-generate) _create_error_response's shape."""
+    request = json.loads(body or b"{}")
+    if options.fail_generate:
+        print("[fake] ERROR: [http_server] Error: the attention backend failed", flush=True)
+        return 500, {"object": "error", "message": "the attention backend failed", "code": 500}
+    tokens = request.get("sampling_params", {}).get("max_new_tokens", 1)
+    return 200, {"text": " there", "meta_info": {"completion_tokens": tokens}}
+
+
 def make_handler(options: argparse.Namespace, started: float) -> type[BaseHTTPRequestHandler]:
+    sglang = SGLangState(options) if options.engine == "sglang" else None
+
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path == "/health":
@@ -43,12 +92,23 @@ def make_handler(options: argparse.Namespace, started: float) -> type[BaseHTTPRe
                 self._answer(404)
 
         def do_POST(self) -> None:
-            self._answer(200 if self.path == "/reset_prefix_cache" and options.prefix_cache else 404)
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            if sglang is not None and self.path == "/generate":
+                self._answer(*generate_answer(options, body))
+            elif sglang is not None and self.path == "/flush_cache":
+                self._answer(sglang.flush())
+            else:
+                self._answer(200 if self.path == "/reset_prefix_cache" and options.prefix_cache else 404)
 
-        def _answer(self, status: int) -> None:
+        def _answer(self, status: int, payload: object | None = None) -> None:
+            data = json.dumps(payload).encode() if payload is not None else b""
             self.send_response(status)
-            self.send_header("Content-Length", "0")
+            self.send_header("Content-Length", str(len(data)))
+            if data:
+                self.send_header("Content-Type", "application/json")
             self.end_headers()
+            self.wfile.write(data)
 
         def log_message(self, fmt: str, *args: object) -> None:
             print(f"INFO: {self.address_string()} {fmt % args}", flush=True)
@@ -56,8 +116,14 @@ def make_handler(options: argparse.Namespace, started: float) -> type[BaseHTTPRe
     return Handler
 
 
-def oom_later(seconds: float) -> None:
+def oom_later(seconds: float, engine: str = "vllm") -> None:
     time.sleep(seconds)
+    if engine == "sglang":
+        # SGLang's shape: the scheduler child logs and SIGQUITs the launcher, which logs and exits.
+        print("[fake TP0] Scheduler hit an exception: Traceback (most recent call last):", flush=True)
+        print(SGLANG_OOM, flush=True)
+        print("[fake] Received sigquit from a child process. It usually means the child failed.", flush=True)
+        os._exit(1)
     print("ERROR: Traceback (most recent call last):", flush=True)
     print(
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
@@ -95,11 +161,15 @@ def main(argv: list[str]) -> None:
             handle.write(f"{os.getpid()} {child}\n")
     print(f"INFO: fake server pid {os.getpid()} starting on {options.host}:{options.port}", flush=True)
     if options.oom_after == 0:
-        oom_later(0)  # at boot, before the port answers: never a race with the first health check
+        oom_later(
+            0, options.engine
+        )  # at boot, before the port answers: never a race with the first health check
     server = ThreadingHTTPServer((options.host, options.port), make_handler(options, time.monotonic()))
     if options.oom_after is not None:
-        threading.Thread(target=oom_later, args=(options.oom_after,), daemon=True).start()
+        threading.Thread(target=oom_later, args=(options.oom_after, options.engine), daemon=True).start()
     print("INFO: Application startup complete.", flush=True)
+    if options.engine == "sglang":
+        print(f"[fake] INFO: {SGLANG_READY}", flush=True)
     try:
         server.serve_forever(poll_interval=0.05)
     finally:

@@ -16,6 +16,9 @@ from recipe_ledger.spec.versioned import load_versioned
 
 EXPERIMENT_SCHEMA_VERSION = 1
 
+Engine = Literal["vllm", "sglang"]
+ENGINE_DESCRIPTION = "The serving engine of this arm; default: the experiment's engine."
+
 
 class _Closed(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -39,6 +42,7 @@ class RecipeArm(_Closed):
     model_path: str | None = Field(
         default=None, description="Serve this local directory instead of the recipe's model id."
     )
+    engine: Engine | None = Field(default=None, description=ENGINE_DESCRIPTION)
     overrides: Overrides = Field(default_factory=Overrides)
 
 
@@ -46,12 +50,14 @@ class CommandArm(_Closed):
     kind: Literal["command"] = "command"
     argv: list[str] = Field(min_length=1, description="The server command, e.g. [vllm, serve, DIR, ...].")
     env: dict[str, str] = Field(default_factory=dict)
+    engine: Engine | None = Field(default=None, description=ENGINE_DESCRIPTION)
     overrides: Overrides = Field(default_factory=Overrides)
 
 
 class ReleaseArm(_Closed):
     kind: Literal["release"] = "release"
     release: str = Field(description="LANE@VERSION of a published release.")
+    engine: Engine | None = Field(default=None, description=ENGINE_DESCRIPTION)
     overrides: Overrides = Field(default_factory=Overrides)
 
 
@@ -153,7 +159,11 @@ class Experiment(_Closed):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
     hypothesis: str
     box: str
-    engine: Literal["vllm", "sglang", "none"] = "vllm"
+    engine: Literal["vllm", "sglang", "none"] = Field(
+        default="vllm",
+        description="The engine of every server arm that names none itself; 'none' for studies "
+        "and stand-in servers.",
+    )
     server: Server = Field(default_factory=Server)
     control: Arm
     candidates: dict[str, Arm] = Field(min_length=1)
@@ -191,6 +201,19 @@ class Experiment(_Closed):
 
     def arm(self, name: str) -> RecipeArm | CommandArm | ReleaseArm | StudyArm:
         return self.control if name == "control" else self.candidates[name]
+
+    def engine_of(self, arm_name: str) -> Literal["vllm", "sglang", "none"]:
+        """The engine that serves ``arm_name``: its own ``engine:``, else the experiment's (a study
+        arm runs no server: "none")."""
+        arm = self.arm(arm_name)
+        if isinstance(arm, StudyArm):
+            return "none"
+        return arm.engine or self.engine
+
+    @property
+    def engines(self) -> set[str]:
+        """The engines of the server arms; more than one makes a cross-engine experiment."""
+        return {self.engine_of(name) for name in self.arm_names} - {"none"}
 
 
 def load_experiment(path: Path | str) -> Experiment:

@@ -261,7 +261,7 @@ def _api_boot_failure(error: Exception, spec: LaunchSpec) -> BootFailure:
         f"docker refused the container: {text}",
         log_tail=redacted_tail(text, extra_env=spec.env),
         where=spec.image,
-        hint=hint_for(cause, spec.log_path, spec.port),
+        hint=hint_for(cause, spec.log_path, spec.port, spec.engine),
     )
 
 

@@ -17,7 +17,14 @@ from recipe_ledger.errors import LedgerError
 from recipe_ledger.redact import redact_text
 
 BootCause = Literal[
-    "out_of_memory", "timeout", "crash", "rejected_flag", "port_in_use", "image_missing", "docker_unavailable"
+    "out_of_memory",
+    "timeout",
+    "crash",
+    "rejected_flag",
+    "port_in_use",
+    "image_missing",
+    "docker_unavailable",
+    "generate_failed",  # /health said 200, a real generate did not succeed (SGLang readiness)
 ]
 BOOT_CAUSES: frozenset[str] = frozenset(get_args(BootCause))
 TAIL_LINES = 80
@@ -35,13 +42,17 @@ _OOM_PATTERNS = (
     r"Available KV cache memory: -",  # vLLM's budget went negative before the cache
     r"larger than the available KV cache memory",  # vLLM: max-model-len does not fit
     r"Cannot allocate memory",  # ENOMEM from pinning / mmap of host offload
+    # SGLang's model runner / memory pool configurator when the KV pool comes out at <= 0 tokens.
+    r"Not enough memory\. Please try to increase --mem-fraction-static",
 )
 _OOM = re.compile("|".join(_OOM_PATTERNS), re.IGNORECASE)
-# argparse's own words: vLLM (and most Python servers) reject flags through it.
+# argparse's own words: vLLM, SGLang's launch_server (and most Python servers) reject flags through it.
 _REJECTED_FLAG = re.compile(
     r"error: unrecognized arguments|invalid choice:|error: argument --"
     r"|error: the following arguments are required"
 )
+# uvicorn's bind error (vLLM and SGLang both serve through it), docker's, and ZeroMQ's: SGLang's
+# processes talk over TCP ports of their own, and a leftover server holding them fails the same way.
 _PORT_IN_USE = re.compile(r"address already in use|\[Errno 98\]|port is already allocated", re.IGNORECASE)
 
 
@@ -107,11 +118,19 @@ def read_log(path: Path, start_offset: int = 0, max_bytes: int = 1 << 20) -> str
         return ""
 
 
-def hint_for(cause: BootCause, log_path: Path, port: int) -> str:
+_MEMORY_KNOBS = {
+    "vllm": "lower --gpu-memory-utilization/--max-model-len or offload more",
+    # SGLang's fraction is of the static pool (weights + KV): too low leaves no KV cache at all.
+    "sglang": "adjust --mem-fraction-static (its log says which way), lower --context-length "
+    "or --max-total-tokens",
+}
+
+
+def hint_for(cause: BootCause, log_path: Path, port: int, engine: str = "vllm") -> str:
     """The next command a person should run for each cause."""
     return {
-        "out_of_memory": f"tail -n 80 {log_path}"
-        "  # then lower --gpu-memory-utilization/--max-model-len or offload more",
+        "out_of_memory": f"tail -n 80 {log_path}  # then {_MEMORY_KNOBS.get(engine, _MEMORY_KNOBS['vllm'])}",
+        "generate_failed": f"tail -n 80 {log_path}  # /health answered, the first real request failed",
         "rejected_flag": f"tail -n 80 {log_path}  # the flag is not known to this server version",
         "port_in_use": f"ss -ltnp 'sport = :{port}'",
         "timeout": f"tail -n 80 {log_path}  # or raise health_timeout_s if the boot was still progressing",

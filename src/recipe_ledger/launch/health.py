@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import json
 import time
 import urllib.error
 import urllib.request
@@ -35,6 +36,21 @@ def request_status(url: str, *, method: str = "GET", timeout_s: float = _MAX_REQ
     except (OSError, http.client.HTTPException):
         # URLError is an OSError; a server still binding resets or drops connections.
         return None
+
+
+def post_json(url: str, payload: object, *, timeout_s: float) -> tuple[int | None, str]:
+    """POST ``payload`` as JSON: the HTTP status (None when nothing answered) and the body, or
+    what went wrong on the way, as text."""
+    request = urllib.request.Request(
+        url, method="POST", data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with _OPENER.open(request, timeout=timeout_s) as response:
+            return response.status, response.read().decode("utf-8", errors="replace")
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode("utf-8", errors="replace")
+    except (OSError, http.client.HTTPException) as error:
+        return None, f"{type(error).__name__}: {error}"
 
 
 def wait_until_healthy(

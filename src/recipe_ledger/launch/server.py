@@ -8,9 +8,10 @@ from types import TracebackType
 from typing import Self
 
 from recipe_ledger.errors import StateError
-from recipe_ledger.launch import registry
+from recipe_ledger.launch import registry, sglang_api
 from recipe_ledger.launch.failures import (
     TAIL_LINES,
+    BootCause,
     BootFailure,
     classify_boot_failure,
     hint_for,
@@ -23,6 +24,7 @@ from recipe_ledger.launch.spec import LaunchSpec
 
 log = logging.getLogger(__name__)
 PORT_RELEASE_TIMEOUT_S = 5.0
+GENERATE_MIN_TIMEOUT_S = 30.0
 
 
 class RunningServer(ABC):
@@ -61,7 +63,13 @@ class RunningServer(ABC):
         return redacted_tail(self.log_text(), lines, extra_env=self.spec.env)
 
     def reset_prefix_cache(self, timeout_s: float = 10.0) -> bool:
-        """POST /reset_prefix_cache; True when the server said 200. Never raises: not every server has it."""
+        """Empty the server's prefix cache before a point. vLLM: POST /reset_prefix_cache, True when
+        it said 200, never raises (it needs VLLM_SERVER_DEV_MODE). SGLang: POST /flush_cache, retried
+        while requests drain, and ``CacheFlushFailed`` when it will not: the point fails rather than
+        run on a warm cache."""
+        if self.spec.engine == "sglang":
+            sglang_api.flush_cache(self.base_url, timeout_s=timeout_s)
+            return True
         try:
             return (
                 request_status(self.base_url + "/reset_prefix_cache", method="POST", timeout_s=timeout_s)
@@ -83,10 +91,20 @@ class RunningServer(ABC):
         self._confirm_port_released()
 
     def wait_until_ready(self) -> None:
-        """Return once the health URL answers 200; otherwise tear down and raise ``BootFailure``."""
+        """Return once the health URL answers 200 (and, for SGLang, one real generate succeeded);
+        otherwise tear down and raise ``BootFailure``.
+
+        vLLM keeps /health alone: it answers 200 only once the engine core has started, and an
+        extra request at every boot would change what the recorded vLLM runs measured."""
         outcome = wait_until_healthy(self.health_url, self.spec.health_timeout_s, self.exit_code)
         if not outcome.ready:
             raise self._boot_failure(outcome)
+        if self.spec.engine == "sglang":
+            # The first generate may compile or warm caches: give it what is left of the boot budget.
+            budget = max(self.spec.health_timeout_s - outcome.waited_s, GENERATE_MIN_TIMEOUT_S)
+            problem = sglang_api.generate_problem(self.base_url, budget)
+            if problem:
+                raise self._generate_failure(problem)
 
     def __enter__(self) -> Self:
         return self
@@ -127,8 +145,26 @@ class RunningServer(ABC):
             what,
             log_tail=redacted_tail(text, extra_env=self.spec.env),
             where=str(self.spec.log_path),
-            hint=hint_for(cause, self.spec.log_path, self.spec.port),
+            hint=hint_for(cause, self.spec.log_path, self.spec.port, self.spec.engine),
             server_exit_code=outcome.exit_code,
+        )
+
+    def _generate_failure(self, problem: str) -> BootFailure:
+        """/health said 200 but generation failed: ``generate_failed``, unless the server's log
+        names a cause a person can act on more directly (out of memory)."""
+        exit_code = self.exit_code()
+        self.stop_quietly()
+        text = self.log_text()
+        logged = classify_boot_failure(text, exit_code, False)
+        cause: BootCause = logged if logged == "out_of_memory" else "generate_failed"
+        return BootFailure(
+            cause,
+            f"{self.health_url} answered 200 but POST {self.base_url}{sglang_api.GENERATE_PATH} "
+            f"failed: {problem}",
+            log_tail=redacted_tail(text, extra_env=self.spec.env),
+            where=str(self.spec.log_path),
+            hint=hint_for(cause, self.spec.log_path, self.spec.port, self.spec.engine),
+            server_exit_code=exit_code,
         )
 
     def _confirm_port_released(self) -> None:

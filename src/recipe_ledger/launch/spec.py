@@ -18,6 +18,10 @@ from typing import Literal, NoReturn
 from recipe_ledger.errors import InputError
 
 GpuRequest = Literal["none", "all"] | int
+# Which HTTP API the server speaks beyond /health: "sglang" is made ready by a real /generate and
+# empties its prefix cache with /flush_cache; "vllm" and "none" (any other command) keep /health
+# and /reset_prefix_cache.
+ENGINES = ("vllm", "sglang", "none")
 
 
 class FrozenMap(dict[str, str]):
@@ -56,6 +60,7 @@ class LaunchSpec:
     health_timeout_s: float
     log_path: Path
     run_id: str
+    engine: str = "vllm"
     # docker only
     image: str | None = None
     volumes: Mapping[str, str] = field(default_factory=dict)  # host path -> "container path[:ro]"
@@ -78,6 +83,8 @@ class LaunchSpec:
         object.__setattr__(self, "log_path", Path(self.log_path))
         _check_endpoint(self.host, self.port, self.health_path, self.health_timeout_s)
         _check_docker_fields(self)
+        if self.engine not in ENGINES:
+            _bad("engine", f"{self.engine!r} is not one of {', '.join(ENGINES)}")
         if not isinstance(self.run_id, str) or not _RUN_ID.match(self.run_id):
             _bad("run_id", f"{self.run_id!r} must be 1-128 characters of letters, digits, '_', '.', '-'")
 

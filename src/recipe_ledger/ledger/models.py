@@ -60,6 +60,7 @@ class ArmRecord(Strict):
     env: dict[str, str] = {}
     image: str | None = None
     model_sha256: ContentHash | None = None  # content hash of a local model directory
+    engine: str | None = None  # "vllm" or "sglang"; absent in entries recorded before engines were an axis
 
 
 class BarVerdict(Strict):
@@ -100,6 +101,9 @@ class ExperimentRecord(Strict):
     method: str = ""
     host: dict[str, str] = {}
     duration_s: float | None = None
+    # Cross-engine experiments only: the one client that measured both arms of each bar
+    # ("metric@point" -> "vllm bench serve 0.32.0 (instrument bench)").
+    clients: dict[str, str] | None = None
 
 
 class ResultPayload(Payload):

@@ -59,6 +59,7 @@ def launch_spec(
         health_timeout_s=server.health_timeout_s,
         log_path=run_dir / f"server-{tag}{arm.name}-r{repeat}.log",
         run_id=run_id,
+        engine=arm.engine,
         image=arm.image if server.launcher == "docker" else None,
         volumes=dict(server.volumes),
         gpus=server.gpus,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recipe_ledger.errors import InputError
+from recipe_ledger.experiment.engines import check_one_client_per_bar
 from recipe_ledger.experiment.spec import CommandArm, Experiment, Overrides, RecipeArm, ReleaseArm, StudyArm
 from recipe_ledger.recipes.boxes import Box, load_box
 from recipe_ledger.recipes.catalog import RecipeRoot
@@ -33,10 +34,13 @@ class ArmPlan:
     served_model: str  # the name clients send in requests
     image: str | None = None
     params: dict[str, str] = field(default_factory=dict)  # a study arm's template parameters
+    engine: str = "vllm"  # "vllm", "sglang", or "none" (a study, a stand-in server)
 
     @property
     def fingerprint(self) -> str:
-        """What makes two launches the same configuration: argv, env (secrets redacted), image."""
+        """What makes two launches the same configuration: argv, env (secrets redacted), image.
+        Not the engine: the argv already names it, and leaving it out keeps every fingerprint (and
+        so every calibration key) of the runs recorded before engines became an axis."""
         blob = json.dumps(
             {"argv": self.argv, "env": redact_env(self.env), "image": self.image, "params": self.params},
             sort_keys=True,
@@ -51,8 +55,9 @@ class RunPlan:
     arms: dict[str, ArmPlan]
     schedule: list[tuple[str, int]]  # (arm, repeat), ABBA
     spec_path: str
-    engine_bin: str
+    engine_bin: str  # vLLM's CLI: the vllm bench serve client, and vLLM arms' server
     notes: list[str] = field(default_factory=list)
+    sglang_python: str = ""  # the SGLang venv's python: SGLang arms' server, the sglang.bench_serving client
 
     def seed(self, point: int, repeat: int) -> int:
         """Differs per repeat (no prefix-cache flattery across repeats), equal across arms at the
@@ -80,10 +85,13 @@ class _ArmDraft:
     model_dir: str | None
     image: str | None = None
 
-    @property
-    def served_model(self) -> str:
-        """The name clients send: --served-model-name, else vLLM's model word."""
-        return self.command.first_value("--served-model-name") or self.command.word(2) or "model"
+    def served_model(self, engine: str) -> str:
+        """The name clients send: --served-model-name, else the model itself (vLLM's model word,
+        SGLang's --model-path: SGLang serves a model under its path unless told otherwise)."""
+        named = self.command.first_value("--served-model-name")
+        if engine == "sglang":
+            return named or self.command.first_value("--model-path") or "model"
+        return named or self.command.word(2) or "model"
 
 
 def apply_overrides(
@@ -97,6 +105,17 @@ def apply_overrides(
 
 def with_server_address(command: LaunchCommand, host: str, port: int) -> LaunchCommand:
     return command.replacing(["--host", host, "--port", str(port)])
+
+
+def _sglang_recipe_argv(root: RecipeRoot, box: Box, name: str, arm: RecipeArm, repo: Path) -> _ArmDraft:
+    """SEAM for the lead: a recipe arm on SGLang resolves through recipes.sglang.resolve_sglang
+    (another branch). Wire it here: resolve, set --model-path to arm.model_path when given, apply
+    the overrides, and return the draft as _recipe_arm does for vLLM."""
+    raise InputError(
+        f"arm {name!r}: recipe arms on SGLang need recipes.sglang (coming)",
+        where=f"arm {name}",
+        hint="use a command arm (argv: [python, -m, sglang.launch_server, ...]) for now",
+    )
 
 
 def _recipe_arm(root: RecipeRoot, box: Box, name: str, arm: RecipeArm, repo: Path) -> _ArmDraft:
@@ -123,9 +142,12 @@ def _recipe_arm(root: RecipeRoot, box: Box, name: str, arm: RecipeArm, repo: Pat
     return _ArmDraft(command, env, source, model_dir)
 
 
-def _command_arm(name: str, arm: CommandArm) -> _ArmDraft:
+def _command_arm(name: str, arm: CommandArm, engine: str) -> _ArmDraft:
     command, env = apply_overrides(LaunchCommand.parse(arm.argv), dict(arm.env), arm.overrides)
-    model = command.word(2) if command.render()[:2] == ["vllm", "serve"] else None
+    if engine == "sglang":
+        model = command.first_value("--model-path")
+    else:
+        model = command.word(2) if command.render()[:2] == ["vllm", "serve"] else None
     model_dir = model if model and Path(model).is_dir() else None
     return _ArmDraft(command, env, "raw command", model_dir)
 
@@ -179,6 +201,38 @@ def find_engine_bin(repo: Path, engine: str) -> str:
     return shutil.which(engine) or engine
 
 
+SGLANG_MODULE = "sglang.launch_server"
+
+
+def find_sglang_python(repo: Path) -> str:
+    """The SGLang venv's python (``./dev serve-setup`` builds it; SGLang and vLLM pin different
+    torch builds, so each engine has its own venv). Returned even when missing: preflight refuses
+    a run that needs it, with the command that builds it."""
+    return os.environ.get("RECIPE_LEDGER_SGLANG_PYTHON") or str(repo / ".venv-sglang" / "bin" / "python")
+
+
+def is_sglang_launch(command: LaunchCommand) -> bool:
+    """``python[3] -m sglang.launch_server ...`` (any python): the form whose python is swappable."""
+    program = command.render()[:3]
+    return (
+        len(program) == 3
+        and Path(program[0]).name.startswith("python")
+        and program[1:]
+        == [
+            "-m",
+            SGLANG_MODULE,
+        ]
+    )
+
+
+def with_sglang_metrics(command: LaunchCommand) -> LaunchCommand:
+    """SGLang serves /metrics only with --enable-metrics, and the instruments read it (cache hits,
+    queue depth), so every SGLang arm gets it; a command that already says so is left as written."""
+    if any(option.name == "--enable-metrics" for option in command.options):
+        return command
+    return command.extended(["--enable-metrics"])
+
+
 def _arm_draft(
     root: RecipeRoot,
     box: Box,
@@ -188,10 +242,13 @@ def _arm_draft(
     release_lookup: ReleaseLookup | None,
     experiment: Experiment,
 ) -> _ArmDraft:
+    engine = experiment.engine_of(name)
     if isinstance(arm, RecipeArm):
+        if engine == "sglang":
+            return _sglang_recipe_argv(root, box, name, arm, repo)
         return _recipe_arm(root, box, name, arm, repo)
     if isinstance(arm, CommandArm):
-        return _command_arm(name, arm)
+        return _command_arm(name, arm, engine)
     if isinstance(arm, ReleaseArm):
         return _release_arm(name, arm, release_lookup, experiment, repo)
     raise InputError(f"arm {name!r}: unknown kind")  # pragma: no cover - the spec admits no other kind
@@ -204,26 +261,30 @@ def plan_run(
     repo: Path,
     release_lookup: ReleaseLookup | None = None,
 ) -> RunPlan:
+    check_one_client_per_bar(experiment)  # before anything else: a refusal costs no machine time
     box = load_box(root.root / "boxes", experiment.box)
     arms: dict[str, ArmPlan] = {}
     engine_bin = find_engine_bin(repo, "vllm")
+    sglang_python = find_sglang_python(repo)
     for name in experiment.arm_names:
         arm = experiment.arm(name)
         if isinstance(arm, StudyArm):
-            arms[name] = ArmPlan(name, [], {}, f"study arm {name}", None, "-", params=dict(arm.params))
+            arms[name] = ArmPlan(
+                name, [], {}, f"study arm {name}", None, "-", params=dict(arm.params), engine="none"
+            )
             continue
+        engine = experiment.engine_of(name)
         draft = _arm_draft(root, box, name, arm, repo, release_lookup, experiment)
-        command = with_server_address(draft.command, experiment.server.host, experiment.server.port)
-        if command.program[:1] == ("vllm",) and experiment.server.launcher == "process":
-            command = command.with_word(0, engine_bin)
+        command = _server_command(draft.command, engine, experiment, engine_bin, sglang_python)
         arms[name] = ArmPlan(
             name,
             command.render(),
             draft.env,
             draft.source,
             draft.model_dir,
-            draft.served_model,
+            draft.served_model(engine),
             draft.image or experiment.server.image,
+            engine=engine,
         )
     return RunPlan(
         experiment,
@@ -232,4 +293,22 @@ def plan_run(
         abba_schedule(experiment.arm_names, experiment.repeats),
         str(spec_path),
         engine_bin,
+        sglang_python=sglang_python,
     )
+
+
+def _server_command(
+    command: LaunchCommand, engine: str, experiment: Experiment, engine_bin: str, sglang_python: str
+) -> LaunchCommand:
+    """The address every engine takes (--host/--port, SGLang too), SGLang's metrics switch, and the
+    project's venv for the engine's program when it runs as a local process (an image has its own)."""
+    command = with_server_address(command, experiment.server.host, experiment.server.port)
+    if engine == "sglang":
+        command = with_sglang_metrics(command)
+    if experiment.server.launcher != "process":
+        return command
+    if command.program[:1] == ("vllm",):
+        return command.with_word(0, engine_bin)
+    if engine == "sglang" and is_sglang_launch(command):
+        return command.with_word(0, sglang_python)
+    return command

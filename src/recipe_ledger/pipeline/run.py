@@ -19,6 +19,7 @@ from pathlib import Path
 from recipe_ledger import metrics as metric_table
 from recipe_ledger import runs
 from recipe_ledger import verdict as verdicts
+from recipe_ledger.experiment.engines import clients_by_bar
 from recipe_ledger.experiment.spec import Bar as SpecBar
 from recipe_ledger.instruments.base import sha256_file
 from recipe_ledger.ledger.models import ArmRecord, BarVerdict, ExperimentRecord, current_version
@@ -307,6 +308,7 @@ def experiment_record(
             env=redact_env(arm.env),
             image=arm.image,
             model_sha256=revision if revision and revision.startswith("sha256:") else None,
+            engine=arm.engine if arm.engine != "none" else None,
         )
     instruments: dict[str, str] = {}  # name -> version
     for r in records:
@@ -330,6 +332,7 @@ def experiment_record(
         method=verdicts.METHOD,
         host=ctx.host,
         duration_s=round(time.monotonic() - ctx.started, 1),
+        clients=clients_by_bar(exp, instruments) if len(exp.engines) > 1 else None,
     )
 
 

@@ -1,0 +1,122 @@
+"""Fair cross-engine comparisons: one client measures both arms of every bar.
+
+A bar compares the control's numbers with a candidate's. When the two arms run different engines
+(vLLM against SGLang), the numbers are only comparable when the same benchmark client produced
+both: ``vllm bench serve`` and ``sglang.bench_serving`` count time to first token, inter-token
+latency and "output throughput" differently enough to move a bar by itself. Today an instrument
+is declared per experiment and runs against every arm, so the client is the same by
+construction; what can still go wrong is an instrument that cannot speak to one arm's engine (and
+would then fail mid-run, or measure an error page). This module says so before anything is
+launched. Pure: it reads the experiment and nothing else.
+
+How each client reaches the other engine:
+- ``vllm bench serve --backend openai --endpoint /v1/completions`` (or ``openai-chat`` with
+  ``/v1/chat/completions``) against SGLang: SGLang serves the OpenAI API on the same port.
+- ``python -m sglang.bench_serving --backend vllm`` (or ``sglang-oai``, ``vllm-chat``,
+  ``sglang-oai-chat``) against vLLM: those backends post to ``/v1/completions`` or
+  ``/v1/chat/completions``; the default ``sglang`` backend posts to SGLang's native ``/generate``,
+  which vLLM does not have.
+- ``command`` instruments: one script for every arm; the script's author answers for the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from recipe_ledger.errors import InputError
+from recipe_ledger.experiment.spec import Bar, Experiment, Instrument
+
+# The client (a program, not a version) each instrument kind runs.
+CLIENTS: Mapping[str, str] = {
+    "vllm_bench_serve": "vllm bench serve",
+    "sglang_bench_serving": "sglang.bench_serving",
+    "command": "command",
+}
+
+# The backend each client uses when options name none (vllm_bench's DEFAULT_OPTIONS; sglang's own).
+_DEFAULT_BACKEND: Mapping[str, str] = {"vllm_bench_serve": "openai", "sglang_bench_serving": "sglang"}
+
+# (instrument kind, engine) -> the backends that speak that engine's HTTP API. A kind absent here
+# measures any engine (a command instrument); an engine absent for a kind is the kind's own.
+_BACKENDS_FOR_ENGINE: Mapping[tuple[str, str], frozenset[str]] = {
+    ("vllm_bench_serve", "sglang"): frozenset({"openai", "openai-chat"}),
+    ("sglang_bench_serving", "vllm"): frozenset({"vllm", "vllm-chat", "sglang-oai", "sglang-oai-chat"}),
+}
+# The endpoint an OpenAI backend must post to: vLLM's default --endpoint is /v1/completions, and
+# an endpoint only one engine serves (/generate, /inference/v1/generate) would fail on the other.
+_OPENAI_ENDPOINTS = frozenset({"/v1/completions", "/v1/chat/completions"})
+
+
+def client_of(instrument: Instrument) -> str:
+    """The benchmark client an instrument runs, e.g. "vllm bench serve"."""
+    return CLIENTS[instrument.kind]
+
+
+def why_cannot_measure(instrument: Instrument, engine: str) -> str | None:
+    """None when ``instrument`` can measure a server of ``engine``; else why not, with the fix."""
+    allowed = _BACKENDS_FOR_ENGINE.get((instrument.kind, engine))
+    if allowed is None:
+        return None
+    options: Mapping[str, Any] = instrument.options
+    backend = str(options.get("backend", _DEFAULT_BACKEND[instrument.kind]))
+    if backend not in allowed:
+        return (
+            f"{client_of(instrument)} with backend {backend!r} cannot talk to {engine}; "
+            f"set options.backend to one of {sorted(allowed)}"
+        )
+    endpoint = options.get("endpoint")
+    if endpoint is not None and str(endpoint) not in _OPENAI_ENDPOINTS:
+        return (
+            f"{client_of(instrument)} posts to {endpoint}, which {engine} does not serve; "
+            f"set options.endpoint to one of {sorted(_OPENAI_ENDPOINTS)}"
+        )
+    return None
+
+
+def bar_label(bar: Bar) -> str:
+    return f"{bar.metric}@{bar.point}"
+
+
+def bar_instrument(experiment: Experiment, bar: Bar) -> Instrument:
+    name = bar.instrument or experiment.instruments[0].name
+    return next(i for i in experiment.instruments if i.name == name)
+
+
+def clients_by_bar(experiment: Experiment, versions: Mapping[str, str] | None = None) -> dict[str, str]:
+    """For each bar (``metric@point``), the one client that measured every arm it compares, with
+    its version when ``versions`` (instrument name -> version) knows it:
+    ``{"output_tps_total@4": "vllm bench serve 0.32.0 (instrument bench)"}``."""
+    out: dict[str, str] = {}
+    for bar in experiment.bars:
+        instrument = bar_instrument(experiment, bar)
+        version = (versions or {}).get(instrument.name, "")
+        # A command instrument's version already names it ("command:<template hash>").
+        client = (
+            version if version.startswith(instrument.kind) else f"{client_of(instrument)} {version}".strip()
+        )
+        out[bar_label(bar)] = f"{client} (instrument {instrument.name})"
+    return out
+
+
+def check_one_client_per_bar(experiment: Experiment) -> None:
+    """Refuse (InputError, exit 2) an experiment where a bar's client cannot measure one of the
+    arms it compares: across engines, the bar would otherwise compare numbers from two different
+    clients (or one number with an error).
+
+    Experiments whose arms all run vLLM with vllm_bench_serve pass untouched, as before engines
+    became an axis; arms with engine "none" (stand-in servers, studies) are not checked.
+    """
+    engines = {name: experiment.engine_of(name) for name in experiment.arm_names}
+    for bar in experiment.bars:
+        instrument = bar_instrument(experiment, bar)
+        for arm, engine in engines.items():
+            reason = why_cannot_measure(instrument, engine) if engine != "none" else None
+            if reason:
+                raise InputError(
+                    f"bar {bar_label(bar)}: instrument {instrument.name!r} cannot measure arm {arm!r} "
+                    f"({engine}), so the bar would not compare one client's numbers: {reason}",
+                    where=f"instrument {instrument.name}",
+                    hint="one client for every arm: vllm_bench_serve with backend openai against "
+                    "SGLang, or sglang_bench_serving with backend vllm against vLLM",
+                )
