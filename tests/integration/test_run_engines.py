@@ -51,6 +51,7 @@ def test_an_sglang_that_cannot_generate_leaves_a_failure_entry_and_nothing_runni
     assert result.returncode == 5, result.stdout + result.stderr
     failure = entries(repo)[-1]
     assert failure["kind"] == "failure" and "generate_failed" in failure["payload"]["cause"]
+    assert failure["payload"]["cause_class"] == "bad-output"  # up on /health, wrong on a real request
     assert nothing_listens_on(port)
 
 

@@ -84,6 +84,8 @@ def cause_class_of(error: BaseException) -> str:
             "port_in_use": "config",
             "image_missing": "config",
             "docker_unavailable": "config",
+            # /health answered but a real generation did not: the server is up and wrong.
+            "generate_failed": "bad-output",
         }.get(error.cause, "no-boot")
     if isinstance(error, InstrumentError):
         return "crash"
