@@ -213,7 +213,7 @@ class Experiment(_Closed):
     @property
     def engines(self) -> set[str]:
         """The engines of the server arms; more than one makes a cross-engine experiment."""
-        return {self.engine_of(name) for name in self.arm_names} - {"none"}
+        return {str(self.engine_of(name)) for name in self.arm_names} - {"none"}
 
 
 def load_experiment(path: Path | str) -> Experiment:
