@@ -144,7 +144,6 @@ VLLM_ONLY_FLAGS = frozenset(
         "--enable-expert-parallel",
         "--enable-chunked-prefill",
         "--block-size",
-        "--swap-space",
         "--compilation-config",
         "--async-scheduling",
         "--cpu-offload-params",
