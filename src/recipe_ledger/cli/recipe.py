@@ -138,6 +138,14 @@ def recipe_schema() -> None:
 @click.option("--no-features", is_flag=True, help="Enable no feature at all.")
 @click.option("--nodes", type=click.IntRange(1, 16), help="Node count for multi-node strategies.")
 @click.option("--docker", is_flag=True, help="Print the docker run form.")
+@click.option(
+    "--engine",
+    "-e",
+    default="vllm",
+    show_default=True,
+    metavar="ENGINE",
+    help="vllm or sglang (sglang.launch_server: the recipe's sglang blocks, else vLLM's flags translated).",
+)
 @json_option("The builder's result object as JSON.")
 @recipes_option
 def command_cmd(
@@ -149,12 +157,16 @@ def command_cmd(
     no_features: bool,
     nodes: int | None,
     docker: bool,
+    engine: str,
     as_json: bool,
     recipes: Path,
 ) -> None:
-    """Print the exact launch command for recipe NAME, as recipes.vllm.ai builds it."""
+    """Print the exact launch command for recipe NAME, as recipes.vllm.ai builds it.
+
+    With --engine sglang, the same selection as SGLang's launch_server command; flags that do not
+    carry over from vLLM are named on stderr."""
     chosen = [] if no_features else (list(features) if features else None)
-    request = CommandRequest(name, hardware, strategy, variant, chosen, nodes)
+    request = CommandRequest(name, hardware, strategy, variant, chosen, nodes, engine)
     resolved = resolve_for_people(RecipeRoot(recipes), request)
     for warning in resolved.warnings:
         click.echo(f"warning: {warning}", err=True)

@@ -4,6 +4,10 @@ The reference builder takes every choice explicitly; a person names a recipe and
 expects what recipes.vllm.ai shows before anything is clicked: the default variant, the
 recommended strategy and node count, and the features that are on unless opted in. Ids are
 checked first, so a typo is one clear error instead of an empty command.
+
+``engine="sglang"`` resolves the same selection for vLLM first, then turns it into SGLang's
+``python -m sglang.launch_server`` (``recipes.sglang``): the recipe's ``sglang`` blocks, else the
+vLLM flags translated. The vLLM path is untouched by it.
 """
 
 from __future__ import annotations
@@ -11,11 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from recipe_ledger.errors import UnknownIdError
+from recipe_ledger.errors import InputError, ResolutionError, UnknownIdError
 from recipe_ledger.recipes import resolve
 from recipe_ledger.recipes.catalog import LoadedRecipe, RecipeRoot, suggest
 from recipe_ledger.recipes.lint import declared_conflicts
+from recipe_ledger.recipes.sglang import ENGINES, resolve_sglang
 from recipe_ledger.recipes.shell import shell_quote
+
+VLLM_DEFAULT_PORT = 8000
 
 
 @dataclass(frozen=True)
@@ -26,6 +33,7 @@ class CommandRequest:
     variant: str | None = None
     features: list[str] | None = None  # None: the site's defaults
     node_count: int | None = None
+    engine: str = "vllm"  # one of ENGINES
 
 
 @dataclass
@@ -39,6 +47,7 @@ class ResolvedCommand:
     pd_nodes: Any
     result: dict
     warnings: list[str] = field(default_factory=list)
+    engine: str = "vllm"
 
     @property
     def argv(self) -> list[str]:
@@ -52,6 +61,11 @@ class ResolvedCommand:
     @property
     def env(self) -> dict[str, str]:
         return dict(self.result.get("env") or {})
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on: SGLang's from its resolution, vLLM's default."""
+        return int(self.result.get("port") or VLLM_DEFAULT_PORT)
 
 
 def _name(loaded: LoadedRecipe) -> str:
@@ -91,8 +105,59 @@ def conflict_warnings(loaded: LoadedRecipe, features: list[str]) -> list[str]:
     ]
 
 
+def check_engine(engine: str) -> None:
+    if engine not in ENGINES:
+        raise InputError(
+            f"unknown engine {engine!r}{suggest(engine, list(ENGINES))}; engines: {', '.join(ENGINES)}",
+            where="--engine",
+            hint="ledger recipe command RECIPE --engine sglang",
+        )
+
+
 def resolve_for_people(root: RecipeRoot, request: CommandRequest) -> ResolvedCommand:
-    """Resolve with the site's defaults for whatever the request leaves open."""
+    """Resolve with the site's defaults for whatever the request leaves open, for its engine."""
+    check_engine(request.engine)
+    resolved = _resolve_vllm(root, request)
+    return resolved if request.engine == "vllm" else _as_sglang(root, resolved)
+
+
+def _as_sglang(root: RecipeRoot, vllm: ResolvedCommand) -> ResolvedCommand:
+    """The same selection served by SGLang (single-node strategies only)."""
+    if "argv" not in vllm.result:
+        raise ResolutionError(
+            f"{vllm.strategy} is a multi-node or PD strategy; SGLang commands are single-node here",
+            where=vllm.loaded.ref,
+            hint=f"ledger recipe command {_name(vllm.loaded)} --engine sglang --strategy single_node_tp",
+        )
+    corpus = root.corpus
+    sel = resolve.Selection(
+        recipe=corpus.recipe(vllm.loaded.ref),
+        variant_key=vllm.variant,
+        strategy_name=vllm.strategy,
+        hw=resolve.hardware_for(corpus.taxonomy, vllm.hardware),
+        features=vllm.features,
+        strategies=corpus.strategies,
+        taxonomy=corpus.taxonomy,
+        node_count=vllm.node_count,
+    )
+    launch = resolve_sglang(sel, vllm.result)
+    keys = ("hardware", "strategy", "variant", "node_count", "deploy_type")
+    result = launch.result({key: vllm.result[key] for key in keys if key in vllm.result})
+    return ResolvedCommand(
+        vllm.loaded,
+        vllm.hardware,
+        vllm.strategy,
+        vllm.variant,
+        vllm.features,
+        vllm.node_count,
+        vllm.pd_nodes,
+        result,
+        warnings=vllm.warnings + launch.warnings,
+        engine="sglang",
+    )
+
+
+def _resolve_vllm(root: RecipeRoot, request: CommandRequest) -> ResolvedCommand:
     loaded = root.load(request.recipe)
     corpus, raw = root.corpus, root.corpus.recipe(loaded.ref)
     variant = request.variant or resolve.default_variant(raw) or "default"
@@ -137,6 +202,14 @@ def text_for_people(resolved: ResolvedCommand, *, docker: bool) -> str:
         f"# {resolved.loaded.recipe.meta.title} · {resolved.hardware} · {resolved.strategy} · "
         f"{resolved.variant} · features: {', '.join(resolved.features) or 'none'}"
     )
+    if resolved.engine != "vllm":
+        header += f" · engine: {resolved.engine} ({r['source']})"
+        if docker and r.get("docker_command") is None:
+            raise InputError(
+                f"no {resolved.engine} image for {resolved.hardware}",
+                where=resolved.loaded.ref,
+                hint="set docker_image in the recipe's sglang block",
+            )
     lines = [header]
     if "command" in r:
         lines += ([] if docker else env_lines(resolved.env)) + [

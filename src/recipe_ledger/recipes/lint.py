@@ -20,6 +20,7 @@ from recipe_ledger.recipes.catalog import LoadedRecipe, RecipeRoot
 from recipe_ledger.recipes.fit import patterns_matching_nothing
 from recipe_ledger.recipes.flags import parse_flags
 from recipe_ledger.recipes.models import Taxonomy
+from recipe_ledger.recipes.sglang import RESERVED_FLAGS, SGLANG_ONLY_FLAGS, VLLM_ONLY_FLAGS
 from recipe_ledger.spec.yamlfile import PathKey, format_path
 
 ARG_KEYS = ("args", "extra_args", "base_args", "vllm_args")
@@ -63,16 +64,48 @@ class Vocabulary:
 
 
 def arg_lists(data: Any, path: PathKey = ()) -> Iterator[tuple[PathKey, list[str]]]:
-    """Every flag list in a recipe (base args, extra args, feature args, role args...)."""
+    """Every vLLM flag list in a recipe (base args, extra args, feature args, role args...); the
+    ``sglang`` blocks hold another engine's flags and are left out (see ``sglang_blocks``)."""
     if isinstance(data, dict):
         for key, value in data.items():
             if key in ARG_KEYS and isinstance(value, list):
                 yield (*path, key), value
-            else:
+            elif key != SGLANG_KEY:
                 yield from arg_lists(value, (*path, key))
     elif isinstance(data, list):
         for index, item in enumerate(data):
             yield from arg_lists(item, (*path, index))
+
+
+SGLANG_KEY = "sglang"
+
+
+def sglang_blocks(data: Any, path: PathKey = ()) -> Iterator[tuple[PathKey, Any]]:
+    """Every ``sglang`` key of a recipe, wherever it is (read or not)."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if key == SGLANG_KEY:
+                yield (*path, key), value
+            else:
+                yield from sglang_blocks(value, (*path, key))
+    elif isinstance(data, list):
+        for index, item in enumerate(data):
+            yield from sglang_blocks(item, (*path, index))
+
+
+def _is_read_block(path: PathKey) -> bool:
+    """The places recipes.sglang reads: model, variants.<v>, hardware_overrides.<hw>,
+    variants.<v>.hardware_overrides.<hw>."""
+    shapes = {
+        ("model", SGLANG_KEY),
+        ("variants", "*", SGLANG_KEY),
+        ("hardware_overrides", "*", SGLANG_KEY),
+        ("variants", "*", "hardware_overrides", "*", SGLANG_KEY),
+    }
+    return any(
+        len(shape) == len(path) and all(s in ("*", p) for s, p in zip(shape, path, strict=True))
+        for shape in shapes
+    )
 
 
 def _warn(item: LoadedRecipe, path: PathKey, code: str, message: str) -> LintWarning:
@@ -128,6 +161,58 @@ def check_offload_patterns(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[Li
                         f"--cpu-offload-params {pattern!r} matches none of the parameter "
                         "names listed in memory.components",
                     )
+
+
+# ----------------------------------------------------------------- engines
+
+
+def check_sglang_flags_in_vllm_args(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[LintWarning]:
+    """A flag only SGLang knows, in a vLLM arg list: vLLM refuses to start."""
+    for path, args in arg_lists(item.doc.data):
+        for flag in parse_flags([str(a) for a in args]):
+            if flag.name in SGLANG_ONLY_FLAGS:
+                yield _warn(
+                    item,
+                    (*path, flag.index),
+                    "sglang-flag-in-vllm-args",
+                    f"{flag.name} is an SGLang flag in a vLLM arg list; vLLM rejects it "
+                    "(move it to an sglang: block's args)",
+                )
+
+
+def check_sglang_blocks(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[LintWarning]:
+    """An sglang block nobody reads, a vLLM flag in one, or a flag the resolver sets itself."""
+    for path, block in sglang_blocks(item.doc.data):
+        if not _is_read_block(path):
+            yield _warn(
+                item,
+                path,
+                "sglang-block-ignored",
+                f"{format_path(path)} is never read: sglang blocks apply under model, variants.<v>, "
+                "hardware_overrides.<hw> and variants.<v>.hardware_overrides.<hw>",
+            )
+            continue
+        args = block.get("args") if isinstance(block, dict) else None
+        yield from _sglang_arg_warnings(item, (*path, "args"), args if isinstance(args, list) else [])
+
+
+def _sglang_arg_warnings(item: LoadedRecipe, path: PathKey, args: list) -> Iterator[LintWarning]:
+    for flag in parse_flags([str(a) for a in args]):
+        where = (*path, flag.index)
+        if flag.name in VLLM_ONLY_FLAGS:
+            yield _warn(
+                item,
+                where,
+                "vllm-flag-in-sglang-args",
+                f"{flag.name} is a vLLM flag in an sglang block; SGLang rejects it",
+            )
+        elif flag.name in RESERVED_FLAGS:
+            yield _warn(
+                item,
+                where,
+                "sglang-reserved-flag",
+                f"{flag.name} is set by the resolver (the model id, the block's port:); remove it from args",
+            )
 
 
 # ----------------------------------------------------------------- ids
@@ -251,6 +336,8 @@ STATIC_CHECKS: list[Check] = [
     check_hardware_ids,
     check_strategy_ids,
     check_feature_conflicts,
+    check_sglang_flags_in_vllm_args,
+    check_sglang_blocks,
 ]
 
 

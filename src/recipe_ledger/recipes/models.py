@@ -8,6 +8,8 @@ string where a number belongs is an error, never a silent coercion.
 Our additions (the "superset"), all optional so that upstream recipes stay valid:
 - ``features.<name>.conflicts_with``: features that must not be enabled together with this one;
 - ``memory``: the checkpoint's components for ``ledger fit``;
+- ``sglang``: SGLang's own launch args, env, port and image (``model``, ``variants.<v>``,
+  ``hardware_overrides.<hw>``, ``variants.<v>.hardware_overrides.<hw>``; see ``recipes/sglang.py``);
 - ``hardware_notes`` is upstream; ``box`` profiles live in ``recipes/boxes/`` (see ``boxes.py``).
 """
 
@@ -87,6 +89,29 @@ class Strategy(_Open):
     router: dict[str, Any] | None = None
 
 
+# ---------------------------------------------------------------- our SGLang superset
+
+
+SGLANG_DEFAULT_PORT = 30000  # sglang.launch_server's own default (recipes.sglang keeps it in step)
+
+
+class SglangBlock(_Closed):
+    """How SGLang serves this recipe: its own flags, never vLLM's (``ledger recipe lint`` checks).
+
+    Blocks are merged model -> variant -> hardware -> variant x hardware, the later winning per flag,
+    like vLLM's layers. A selection with any block takes its args from the blocks alone; without one,
+    the resolved vLLM flags are translated where SGLang has a clear equivalent."""
+
+    args: Args = Field(default_factory=list, description="sglang.launch_server flags, e.g. --tp-size 8.")
+    env: Env = Field(default_factory=dict, description="Environment of the server process.")
+    port: int | None = Field(
+        default=None, ge=1, le=65535, description=f"The server's port (default {SGLANG_DEFAULT_PORT})."
+    )
+    docker_image: str | None = Field(
+        default=None, description="The image for --docker (default: lmsysorg/sglang at our version)."
+    )
+
+
 # ---------------------------------------------------------------- recipe blocks
 
 
@@ -119,6 +144,7 @@ class ModelBlock(_Open):
     install: dict[str, Any] | None = None
     supports_dcp: bool | None = None
     nightly_required: bool | None = None
+    sglang: SglangBlock | None = None  # ours: the base SGLang block of every variant and hardware
 
 
 class ArgsOverride(_Open):
@@ -154,6 +180,12 @@ class HardwareOverride(_Open):
     install_note: str | None = None
 
 
+class SglangHardwareOverride(HardwareOverride):
+    """A hardware override of the recipe or of a variant: the places an ``sglang`` block is read."""
+
+    sglang: SglangBlock | None = None
+
+
 class Variant(_Open):
     precision: str | None = None
     vram_minimum_gb: float | None = None
@@ -162,13 +194,14 @@ class Variant(_Open):
     model_id: str | None = None
     extra_args: Args = Field(default_factory=list)
     extra_env: Env = Field(default_factory=dict)
-    hardware_overrides: dict[str, HardwareOverride] = Field(default_factory=dict)
+    hardware_overrides: dict[str, SglangHardwareOverride] = Field(default_factory=dict)
     tp: int | dict[str, int] | None = None
     supported_hardware: list[str] | None = None
     min_vllm_version: str | None = None
     precision_hardware: dict[str, Any] | None = None
     default_modes: dict[str, str] | None = None
     docker_image: str | dict[str, str] | None = None
+    sglang: SglangBlock | None = None  # ours
 
 
 class PdRole(_Open):
@@ -287,7 +320,7 @@ class Recipe(_Open):
     strategy_overrides: dict[str, StrategyOverride] = Field(default_factory=dict)
     strategy_hardware: dict[str, dict[str, str]] = Field(default_factory=dict)
     strategy_min_gpus: dict[str, int | dict[str, int]] = Field(default_factory=dict)
-    hardware_overrides: dict[str, HardwareOverride] = Field(default_factory=dict)
+    hardware_overrides: dict[str, SglangHardwareOverride] = Field(default_factory=dict)
     hardware_opt_in_features: dict[str, list[str]] = Field(default_factory=dict)
     hardware_notes: dict[str, HardwareNote] = Field(default_factory=dict)
     kv_offload_support: dict[str, str] = Field(default_factory=dict)
