@@ -14,9 +14,11 @@ still described, from its name alone, by ``lookup``'s documented fallback:
 - anything else: no unit and **no direction claim** (``direction is None``); a caller that must
   compare such a metric has to be told the direction (an experiment's bar does that).
 
-Engines (vLLM today, SGLang next) store a metric under the same name when it means the same
-thing; ``Metric.sources`` records where each engine's number comes from, so that the claim "same
-name, same meaning" is written down next to the name rather than spread over the parsers.
+Engines (vLLM and SGLang) store a metric under the same name when it means the same thing;
+``Metric.sources`` records where each engine's number comes from (``{"vllm": ..., "sglang": ...}``:
+its own client's result and its own server's counters), so that the claim "same name, same
+meaning" is written down next to the name rather than spread over the parsers. A metric one engine
+cannot give has no source for it (SGLang counts no proposed draft tokens: no ``spec_accept_rate``).
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ class Metric:
 
 _VLLM_BENCH = "vllm bench serve result JSON"
 _VLLM_METRICS = "vllm /metrics counters, difference over the point"
+_SGLANG_BENCH = "sglang.bench_serving result line"
+_SGLANG_METRICS = "sglang /metrics counters (--enable-metrics), difference over the point"
 _LATENCY_STATS = (("p50", "median"), ("p90", "90th percentile"), ("p99", "99th percentile"), ("mean", "mean"))
 _LATENCIES = (
     ("ttft", "time to first token"),
@@ -67,6 +71,7 @@ _LATENCIES = (
 
 def _latency_metrics() -> list[Metric]:
     vllm_stat = {"p50": "median", "p90": "p90", "p99": "p99", "mean": "mean"}
+    sglang_lat = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e_latency"}
     return [
         Metric(
             name=f"{lat}_ms_{stat}",
@@ -75,7 +80,10 @@ def _latency_metrics() -> list[Metric]:
             label=f"{lat.upper()} {stat}",
             decimals=2,
             description=f"{what}, {stat_text} over the requests of one point",
-            sources={"vllm": f"{_VLLM_BENCH}: {vllm_stat[stat]}_{lat}_ms"},
+            sources={
+                "vllm": f"{_VLLM_BENCH}: {vllm_stat[stat]}_{lat}_ms",
+                "sglang": f"{_SGLANG_BENCH}: {vllm_stat[stat]}_{sglang_lat[lat]}_ms",
+            },
         )
         for lat, what in _LATENCIES
         for stat, stat_text in _LATENCY_STATS
@@ -90,12 +98,19 @@ def _bench(
     decimals: int,
     description: str,
     vllm_key: str,
+    sglang_key: str,
 ) -> Metric:
-    return Metric(name, unit, direction, label, decimals, description, {"vllm": f"{_VLLM_BENCH}: {vllm_key}"})
+    sources = {"vllm": f"{_VLLM_BENCH}: {vllm_key}", "sglang": f"{_SGLANG_BENCH}: {sglang_key}"}
+    return Metric(name, unit, direction, label, decimals, description, sources)
 
 
-def _server(name: str, unit: str, label: str, description: str, counters: str) -> Metric:
-    return Metric(name, unit, "higher", label, 3, description, {"vllm": f"{_VLLM_METRICS}: {counters}"})
+def _server(
+    name: str, unit: str, label: str, description: str, counters: str, sglang: str | None = None
+) -> Metric:
+    sources = {"vllm": f"{_VLLM_METRICS}: {counters}"}
+    if sglang:
+        sources["sglang"] = sglang
+    return Metric(name, unit, "higher", label, 3, description, sources)
 
 
 def _study(name: str, label: str, description: str) -> Metric:
@@ -114,6 +129,7 @@ _TABLE: list[Metric] = [
         2,
         "generated tokens per second, all streams together",
         "output_throughput",
+        "output_throughput",
     ),
     _bench(
         "total_tps",
@@ -123,6 +139,7 @@ _TABLE: list[Metric] = [
         2,
         "prompt and generated tokens per second, all streams together",
         "total_token_throughput",
+        "total_throughput",
     ),
     _bench(
         "request_rps",
@@ -131,6 +148,7 @@ _TABLE: list[Metric] = [
         "request throughput",
         3,
         "completed requests per second",
+        "request_throughput",
         "request_throughput",
     ),
     _bench(
@@ -141,8 +159,18 @@ _TABLE: list[Metric] = [
         0,
         "requests that finished (a count, not a quality)",
         "completed",
+        "completed",
     ),
-    _bench("failed", "requests", "lower", "failed requests", 0, "requests that failed", "failed"),
+    _bench(
+        "failed",
+        "requests",
+        "lower",
+        "failed requests",
+        0,
+        "requests that failed",
+        "failed",
+        "num_prompts - completed (it reports no failure count)",
+    ),
     _bench(
         "duration_s",
         "s",
@@ -150,6 +178,7 @@ _TABLE: list[Metric] = [
         "point duration",
         2,
         "wall time of one point (set by the number of prompts, not a quality)",
+        "duration",
         "duration",
     ),
     Metric(
@@ -159,7 +188,10 @@ _TABLE: list[Metric] = [
         "decode speed per stream",
         2,
         "1000 / tpot_ms_p50: the speed one user sees",
-        {"vllm": f"{_VLLM_BENCH}: 1000 / median_tpot_ms"},
+        {
+            "vllm": f"{_VLLM_BENCH}: 1000 / median_tpot_ms",
+            "sglang": f"{_SGLANG_BENCH}: 1000 / median_tpot_ms",
+        },
     ),
     _server(
         "spec_accept_len",
@@ -167,6 +199,8 @@ _TABLE: list[Metric] = [
         "speculative acceptance length",
         "tokens per verification step, the bonus token included",
         "1 + accepted_tokens / drafts",
+        f"{_SGLANG_METRICS}: generation_tokens / spec_verify_calls; else /server_info"
+        " internal_states[0].avg_spec_accept_length (since launch); sglang.bench_serving's accept_length",
     ),
     _server(
         "spec_accept_rate",
@@ -181,6 +215,7 @@ _TABLE: list[Metric] = [
         "prefix cache hit rate",
         "prompt tokens served from the prefix cache / prompt tokens queried",
         "prefix_cache_hits / prefix_cache_queries",
+        f"{_SGLANG_METRICS}: cached_tokens / prompt_tokens",
     ),
     _server(
         "tokens_per_step",

@@ -8,8 +8,11 @@ Prometheus counters around a sweep.
 Modules:
   base            MeasureContext and Measurement, InstrumentError, running a client, hashing raw files
   vllm_bench      ``vllm bench serve`` (kind ``vllm_bench_serve``), one client process per point
+  sglang_bench    ``sglang.bench_serving`` (kind ``sglang_bench_serving``), same names, either engine
   command         any script that prints JSON metrics (kind ``command``), for studies without a server
-  server_metrics  the server's Prometheus counters before and after a point, as differences
+  server_metrics  the server's Prometheus counters before and after a point, as differences (vLLM's
+                  or SGLang's, into the same names); SGLang's accept length from /server_info
+  prefix_cache    emptying the prefix cache between points (SGLang's /flush_cache, retried)
 
 Which kind runs which module is decided in ``recipe_ledger.pipeline.measure.measure_point``.
 """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import subprocess
 import time
@@ -55,6 +56,9 @@ class Measurement:
     raw_sha256: str
     wall_s: float
     argv: list[str] = field(default_factory=list)
+    # What the record keeps besides the numbers: strings a client reports about the server it
+    # measured (SGLang's embedded server_info: its hash, version, model path, tp size).
+    facts: dict[str, str] = field(default_factory=dict)
 
 
 def sha256_file(path: Path) -> str:
@@ -63,6 +67,23 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return "sha256:" + digest.hexdigest()
+
+
+def sha256_json(value: object) -> str:
+    """The hash of a JSON value in canonical form (sorted keys), so that key order never matters."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def venv_distribution_version(client: Path, distribution: str) -> str | None:
+    """The version of ``distribution`` installed in the virtual environment ``client`` belongs to
+    (``<venv>/bin/<client>``), read from its metadata: no import of the package, no process."""
+    venv = client.parent.parent
+    if not (venv / "pyvenv.cfg").is_file():
+        return None
+    site_dirs = [str(d) for d in sorted(venv.glob("lib/python3*/site-packages"))]
+    found = [d.version for d in importlib.metadata.distributions(name=distribution, path=site_dirs)]
+    return found[0] if found else None
 
 
 def run_client(argv: list[str], *, env: dict[str, str] | None, log_path: Path, timeout_s: float) -> float:

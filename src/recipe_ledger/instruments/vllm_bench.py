@@ -7,7 +7,6 @@ set) and is shared by control and candidate at the same repeat (paired compariso
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import shutil
@@ -22,6 +21,7 @@ from recipe_ledger.instruments.base import (
     Measurement,
     run_client,
     sha256_file,
+    venv_distribution_version,
 )
 
 NAME = "vllm_bench_serve"
@@ -109,12 +109,7 @@ def client_version(vllm_bin: str) -> str:
 
 def installed_version(vllm_bin: Path) -> str | None:
     """The ``vllm`` distribution's version in the virtual environment ``vllm_bin`` belongs to."""
-    venv = vllm_bin.resolve().parent.parent
-    if not (venv / "pyvenv.cfg").is_file():
-        return None
-    site_dirs = [str(d) for d in sorted(venv.glob("lib/python3*/site-packages"))]
-    found = [d.version for d in importlib.metadata.distributions(name="vllm", path=site_dirs)]
-    return found[0] if found else None
+    return venv_distribution_version(vllm_bin.resolve(), "vllm")
 
 
 def _version_by_running(vllm_bin: str) -> str:

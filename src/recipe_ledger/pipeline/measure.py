@@ -1,8 +1,8 @@
 """Measuring: launch an arm, run every sweep point through the instruments, tear down.
 
 One launch per (arm, repeat), so each repeat includes the server's start-up variance; between
-points the prefix cache is reset where the server offers it, and the server's counters are read
-before and after each point.
+points the prefix cache is emptied (each engine its own way, ``instruments.prefix_cache``), and the
+server's counters are read before and after each point.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from recipe_ledger.experiment.spec import Instrument
 from recipe_ledger.instruments import command as command_instrument
-from recipe_ledger.instruments import server_metrics, vllm_bench
+from recipe_ledger.instruments import prefix_cache, server_metrics, sglang_bench, vllm_bench
 from recipe_ledger.instruments.base import MeasureContext, Measurement
 from recipe_ledger.launch.containers import DockerLauncher
 from recipe_ledger.launch.process import ProcessLauncher
@@ -41,9 +41,19 @@ class PointRecord:
     raw_file: str = ""
     raw_sha256: str = ""
     wall_s: float = 0.0
+    facts: dict[str, str] = field(default_factory=dict)  # e.g. the hash of SGLang's server_info
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        fields = asdict(self)
+        if not fields["facts"]:
+            del fields["facts"]  # records without facts (every vLLM one) read as they always have
+        return json.dumps(fields, sort_keys=True)
+
+
+def engine_of(arm: ArmPlan) -> str:
+    """The engine serving ``arm``. ``ArmPlan.engine`` comes with the SGLang launch work; an arm
+    planned without it is vLLM, the only engine planned before."""
+    return str(getattr(arm, "engine", None) or "vllm")
 
 
 def launch_spec(
@@ -81,17 +91,32 @@ def client_env() -> dict[str, str]:
 
 
 def measure_point(
-    plan: RunPlan, arm: ArmPlan, instrument: Instrument, ctx: MeasureContext, repo: Path
+    plan: RunPlan,
+    arm: ArmPlan,
+    instrument: Instrument,
+    ctx: MeasureContext,
+    repo: Path,
+    engine: str | None = None,
 ) -> Measurement:
+    """One point through one instrument; ``engine`` is the measured server's (default: the arm's)."""
     if instrument.kind == "vllm_bench_serve":
+        # The OpenAI completions client measures an SGLang server as it is: no option changes.
         return vllm_bench.measure(plan.engine_bin, instrument.options, ctx, env=client_env())
+    if instrument.kind == "sglang_bench_serving":
+        python = sglang_bench.find_client_python(repo)
+        return sglang_bench.measure(
+            python, instrument.options, ctx, env=client_env(), engine=engine or engine_of(arm)
+        )
     if instrument.kind == "command":
         return command_instrument.measure(list(instrument.command or []), ctx, env=arm.env, root=repo)
     raise NotImplementedError(f"instrument kind {instrument.kind}")
 
 
-def _reset_prefix_cache(server: RunningServer) -> None:
-    server.reset_prefix_cache()
+def _reset_prefix_cache(server: RunningServer, engine: str = "vllm") -> None:
+    if engine == "sglang":
+        prefix_cache.flush_sglang(server.base_url)  # raises: a warm cache fails the point
+    else:
+        server.reset_prefix_cache()
 
 
 def warm_up(base_url: str, model: str, requests: int) -> None:
@@ -119,15 +144,17 @@ def sweep(
     server: RunningServer | None = None,
     events: Events = ignore,
     tag: str = "",
+    engine: str | None = None,
 ) -> list[PointRecord]:
-    """Every point x instrument for one launch of one arm."""
+    """Every point x instrument for one launch of one arm (``engine``: the arm's, by default)."""
+    engine = engine or engine_of(arm)
     records = []
     if base_url and plan.experiment.server.warmup_requests:
         warm_up(base_url, arm.served_model, plan.experiment.server.warmup_requests)
     for point in plan.experiment.points:
         for instrument in plan.experiment.instruments:
             if server is not None:
-                _reset_prefix_cache(server)
+                _reset_prefix_cache(server, engine)
             before = server_metrics.scrape(base_url) if base_url else None
             ctx = MeasureContext(
                 arm=f"{tag}{arm.name}",
@@ -140,7 +167,7 @@ def sweep(
                 tokenizer=arm.model_dir,
                 params=tuple(sorted(arm.params.items())),
             )
-            m = measure_point(plan, arm, instrument, ctx, repo)
+            m = measure_point(plan, arm, instrument, ctx, repo, engine)
             after = server_metrics.scrape(base_url) if base_url else None
             records.append(
                 PointRecord(
@@ -151,10 +178,11 @@ def sweep(
                     m.instrument_version,
                     ctx.seed,
                     m.metrics,
-                    server_metrics.derive(before, after),
+                    server_metrics.point_metrics(before, after, base_url, engine),
                     str(m.raw_path.relative_to(run_dir)),
                     m.raw_sha256,
                     round(m.wall_s, 3),
+                    dict(m.facts),
                 )
             )
         events(PointMeasured(arm.name, repeat, point))
@@ -170,11 +198,23 @@ def measure_launch(
     repo: Path,
     events: Events = ignore,
     tag: str = "",
+    engine: str | None = None,
 ) -> list[PointRecord]:
     """One fresh launch of ``arm``: boot, sweep, tear down (always, also on error and Ctrl-C)."""
     if not plan.experiment.server.needs_server:
-        return sweep(plan, arm, repeat, None, run_dir, repo, events=events, tag=tag)
+        return sweep(plan, arm, repeat, None, run_dir, repo, events=events, tag=tag, engine=engine)
     spec = launch_spec(plan, arm, repeat, run_dir, run_id, tag)
     with launcher_for(plan).start(spec) as server:
         remember_flagset(arm)
-        return sweep(plan, arm, repeat, server.base_url, run_dir, repo, server=server, events=events, tag=tag)
+        return sweep(
+            plan,
+            arm,
+            repeat,
+            server.base_url,
+            run_dir,
+            repo,
+            server=server,
+            events=events,
+            tag=tag,
+            engine=engine,
+        )
