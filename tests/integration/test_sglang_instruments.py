@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from recipe_ledger.instruments import prefix_cache, server_metrics, sglang_bench, vllm_bench
+from recipe_ledger.instruments import server_metrics, sglang_bench, vllm_bench
 from recipe_ledger.instruments.base import MeasureContext
+from recipe_ledger.launch import sglang_api
 from recipe_ledger.pipeline.measure import client_env
 
 from helpers import resources
@@ -94,7 +95,7 @@ def context(tmp_path: Path, base_url: str, point: int) -> MeasureContext:
 
 def test_bench_serving_measures_sglang_point_by_point(sglang_server, tmp_path):
     for point in (1, 2):
-        assert prefix_cache.flush_sglang(sglang_server) >= 1
+        assert sglang_api.flush_cache(sglang_server) >= 1
         before = server_metrics.scrape(sglang_server)
         m = sglang_bench.measure(
             str(SGLANG_PYTHON), OPTIONS, context(tmp_path, sglang_server, point), env=client_env()

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from recipe_ledger import metrics
-from recipe_ledger.instruments import prefix_cache, server_metrics, sglang_bench, vllm_bench
+from recipe_ledger.instruments import server_metrics, sglang_bench, vllm_bench
 from recipe_ledger.instruments.base import InstrumentError, MeasureContext, sha256_json
-from recipe_ledger.pipeline.measure import PointRecord, engine_of
+from recipe_ledger.pipeline.measure import PointRecord
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sglang"
 RESULT_TEXT = (FIXTURES / "bench_serving_result.jsonl").read_text()
@@ -253,45 +253,6 @@ def test_no_server_info_endpoint_gives_no_accept_length_not_an_error():
     )
 
 
-# -- flushing the prefix cache --------------------------------------------------------------------
-
-
-class FakeServer:
-    """Answers /flush_cache from a script of (status, body) answers; records the sleeps."""
-
-    def __init__(self, *answers: tuple[int, str] | OSError):
-        self.answers = list(answers)
-        self.urls: list[str] = []
-        self.sleeps: list[float] = []
-
-    def post(self, url: str, timeout_s: float) -> tuple[int, str]:
-        self.urls.append(url)
-        answer = self.answers.pop(0)
-        if isinstance(answer, OSError):
-            raise answer
-        return answer
-
-    def flush(self, attempts: int = 5) -> int:
-        return prefix_cache.flush_sglang(
-            "http://h:1", attempts=attempts, wait_s=0.5, post=self.post, sleep=self.sleeps.append
-        )
-
-
-def test_a_flush_refused_while_requests_drain_is_retried():
-    draining = (400, "Flush cache failed: there are running requests\n")
-    server = FakeServer(draining, ConnectionRefusedError("refused"), (200, "Cache flushed.\n"))
-    assert server.flush() == 3
-    assert server.sleeps == [0.5, 0.5]
-    assert all(url.startswith("http://h:1/flush_cache?timeout=") for url in server.urls)
-
-
-def test_a_cache_that_never_flushes_fails_the_point_naming_the_last_answer():
-    server = FakeServer(*[(400, "there are running requests")] * 3)
-    with pytest.raises(InstrumentError, match="after 3 attempts.*400: there are running requests"):
-        server.flush(attempts=3)
-    assert len(server.sleeps) == 2  # no sleep after the last attempt
-
-
 # -- the record ----------------------------------------------------------------------------------
 
 
@@ -301,13 +262,3 @@ def test_a_record_keeps_its_facts_and_one_without_reads_as_before():
     facts = {"server_info_sha256": "sha256:ab"}
     kept = json.loads(PointRecord("a", 1, 4, "bench", "sglang 1", 7, {}, facts=facts).to_json())
     assert kept["facts"] == facts
-
-
-def test_an_arm_without_an_engine_is_vllm():
-    class Arm:
-        pass
-
-    sglang_arm = Arm()
-    sglang_arm.engine = "sglang"  # type: ignore[attr-defined]
-    assert engine_of(Arm()) == "vllm"  # type: ignore[arg-type]
-    assert engine_of(sglang_arm) == "sglang"  # type: ignore[arg-type]

@@ -12,7 +12,6 @@ Modules:
   command         any script that prints JSON metrics (kind ``command``), for studies without a server
   server_metrics  the server's Prometheus counters before and after a point, as differences (vLLM's
                   or SGLang's, into the same names); SGLang's accept length from /server_info
-  prefix_cache    emptying the prefix cache between points (SGLang's /flush_cache, retried)
 
 Which kind runs which module is decided in ``recipe_ledger.pipeline.measure.measure_point``.
 """

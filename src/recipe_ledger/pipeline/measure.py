@@ -1,7 +1,7 @@
 """Measuring: launch an arm, run every sweep point through the instruments, tear down.
 
 One launch per (arm, repeat), so each repeat includes the server's start-up variance; between
-points the prefix cache is emptied (each engine its own way, ``instruments.prefix_cache``), and the
+points the prefix cache is emptied (each engine its own way: ``RunningServer.reset_prefix_cache``), and the
 server's counters are read before and after each point.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from recipe_ledger.experiment.spec import Instrument
 from recipe_ledger.instruments import command as command_instrument
-from recipe_ledger.instruments import prefix_cache, server_metrics, sglang_bench, vllm_bench
+from recipe_ledger.instruments import server_metrics, sglang_bench, vllm_bench
 from recipe_ledger.instruments.base import MeasureContext, Measurement
 from recipe_ledger.launch.containers import DockerLauncher
 from recipe_ledger.launch.process import ProcessLauncher
@@ -48,12 +48,6 @@ class PointRecord:
         if not fields["facts"]:
             del fields["facts"]  # records without facts (every vLLM one) read as they always have
         return json.dumps(fields, sort_keys=True)
-
-
-def engine_of(arm: ArmPlan) -> str:
-    """The engine serving ``arm``. ``ArmPlan.engine`` comes with the SGLang launch work; an arm
-    planned without it is vLLM, the only engine planned before."""
-    return str(getattr(arm, "engine", None) or "vllm")
 
 
 def launch_spec(
@@ -105,18 +99,16 @@ def measure_point(
     if instrument.kind == "sglang_bench_serving":
         python = sglang_bench.find_client_python(repo)
         return sglang_bench.measure(
-            python, instrument.options, ctx, env=client_env(), engine=engine or engine_of(arm)
+            python, instrument.options, ctx, env=client_env(), engine=engine or arm.engine
         )
     if instrument.kind == "command":
         return command_instrument.measure(list(instrument.command or []), ctx, env=arm.env, root=repo)
     raise NotImplementedError(f"instrument kind {instrument.kind}")
 
 
-def _reset_prefix_cache(server: RunningServer, engine: str = "vllm") -> None:
-    if engine == "sglang":
-        prefix_cache.flush_sglang(server.base_url)  # raises: a warm cache fails the point
-    else:
-        server.reset_prefix_cache()
+def _reset_prefix_cache(server: RunningServer) -> None:
+    # SGLang's flush raises when the cache will not empty (the point fails); vLLM's never does.
+    server.reset_prefix_cache()
 
 
 def warm_up(base_url: str, model: str, requests: int) -> None:
@@ -147,14 +139,14 @@ def sweep(
     engine: str | None = None,
 ) -> list[PointRecord]:
     """Every point x instrument for one launch of one arm (``engine``: the arm's, by default)."""
-    engine = engine or engine_of(arm)
+    engine = engine or arm.engine
     records = []
     if base_url and plan.experiment.server.warmup_requests:
         warm_up(base_url, arm.served_model, plan.experiment.server.warmup_requests)
     for point in plan.experiment.points:
         for instrument in plan.experiment.instruments:
             if server is not None:
-                _reset_prefix_cache(server, engine)
+                _reset_prefix_cache(server)
             before = server_metrics.scrape(base_url) if base_url else None
             ctx = MeasureContext(
                 arm=f"{tag}{arm.name}",
