@@ -21,6 +21,7 @@ from recipe_ledger.recipes.boxes import Box, load_box
 from recipe_ledger.recipes.catalog import RecipeRoot
 from recipe_ledger.recipes.command import CommandRequest, resolve_for_people
 from recipe_ledger.recipes.flags import LaunchCommand
+from recipe_ledger.recipes.sglang import with_model_path
 from recipe_ledger.redact import redact_env
 
 
@@ -107,20 +108,11 @@ def with_server_address(command: LaunchCommand, host: str, port: int) -> LaunchC
     return command.replacing(["--host", host, "--port", str(port)])
 
 
-def _sglang_recipe_argv(root: RecipeRoot, box: Box, name: str, arm: RecipeArm, repo: Path) -> _ArmDraft:
-    """SEAM for the lead: a recipe arm on SGLang resolves through recipes.sglang.resolve_sglang
-    (another branch). Wire it here: resolve, set --model-path to arm.model_path when given, apply
-    the overrides, and return the draft as _recipe_arm does for vLLM."""
-    raise InputError(
-        f"arm {name!r}: recipe arms on SGLang need recipes.sglang (coming)",
-        where=f"arm {name}",
-        hint="use a command arm (argv: [python, -m, sglang.launch_server, ...]) for now",
-    )
-
-
-def _recipe_arm(root: RecipeRoot, box: Box, name: str, arm: RecipeArm, repo: Path) -> _ArmDraft:
+def _recipe_arm(
+    root: RecipeRoot, box: Box, name: str, arm: RecipeArm, repo: Path, engine: str = "vllm"
+) -> _ArmDraft:
     request = CommandRequest(
-        arm.recipe, arm.hardware or box.hardware, arm.strategy, arm.variant, arm.features
+        arm.recipe, arm.hardware or box.hardware, arm.strategy, arm.variant, arm.features, engine=engine
     )
     resolved = resolve_for_people(root, request)
     if "argv" not in resolved.result:
@@ -129,15 +121,18 @@ def _recipe_arm(root: RecipeRoot, box: Box, name: str, arm: RecipeArm, repo: Pat
             "ledger run launches single-node servers",
             hint="set strategy: single_node_tp",
         )
-    command = LaunchCommand.parse(resolved.result["argv"])
-    model_dir = None
-    if arm.model_path:
-        model_dir = str((repo / arm.model_path).resolve())
-        command = command.with_word(2, model_dir)
+    argv = list(resolved.result["argv"])
+    model_dir = str((repo / arm.model_path).resolve()) if arm.model_path else None
+    if model_dir and engine == "sglang":
+        argv = with_model_path(argv, model_dir)  # SGLang names its model with --model-path
+    command = LaunchCommand.parse(argv)
+    if model_dir and engine != "sglang":
+        command = command.with_word(2, model_dir)  # vllm serve MODEL
     command, env = apply_overrides(command, resolved.env, arm.overrides)
     source = (
         f"{resolved.loaded.ref} · {resolved.hardware} · {resolved.strategy} · {resolved.variant} · "
         f"features: {', '.join(resolved.features) or 'none'}"
+        + (" · engine: sglang" if engine == "sglang" else "")
     )
     return _ArmDraft(command, env, source, model_dir)
 
@@ -244,9 +239,7 @@ def _arm_draft(
 ) -> _ArmDraft:
     engine = experiment.engine_of(name)
     if isinstance(arm, RecipeArm):
-        if engine == "sglang":
-            return _sglang_recipe_argv(root, box, name, arm, repo)
-        return _recipe_arm(root, box, name, arm, repo)
+        return _recipe_arm(root, box, name, arm, repo, engine)
     if isinstance(arm, CommandArm):
         return _command_arm(name, arm, engine)
     if isinstance(arm, ReleaseArm):
