@@ -6,8 +6,9 @@
 #
 # Idempotent: a stamp file inside the venv records the sha256 of this script (which holds the pins)
 # and of scripts/sglang_cpu/; when it matches, the script returns at once. Edit either (or delete the
-# venv) to force a rebuild. Downloads are cached outside the clone: pip's own cache, and the sglang
-# wheel under ${RECIPE_LEDGER_CACHE:-~/.cache/recipe-ledger}/sglang/. Quiet on success; pip's output
+# venv) to force a rebuild. Downloads are cached outside the clone, under
+# ${RECIPE_LEDGER_CACHE:-~/.cache/recipe-ledger}/sglang/: the sglang wheel and a wheelhouse of its
+# dependencies, so a reinstall (a fresh clone in CI) needs no network. Quiet on success; pip's output
 # goes to VENV_DIR/setup-sglang.log, whose tail is printed on failure.
 # See docs/serving-cpu.md ("SGLang on this CPU") and ../shared/notes/sglang-cpu.md for why each step.
 set -euo pipefail
@@ -31,6 +32,7 @@ repo_root=$(cd "$(dirname "$script_path")/.." && pwd)
 cpu_dir=$repo_root/scripts/sglang_cpu
 venv=${1:-$repo_root/.venv-sglang}
 cache=${RECIPE_LEDGER_CACHE:-$HOME/.cache/recipe-ledger}/sglang
+wheelhouse=$cache/wheelhouse
 mkdir -p "$venv" "$cache"
 venv=$(cd "$venv" && pwd)
 stamp=$venv/.recipe-ledger-setup.stamp
@@ -65,9 +67,6 @@ site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["pur
 constraints=$venv/sglang-constraints.txt
 printf 'torch==%s\ntorchvision==%s\n' "$TORCH_VERSION" "$TORCHVISION_VERSION" >"$constraints"
 
-step "pip install torch==$TORCH_VERSION"
-"${pip[@]}" install -c "$constraints" "torch==$TORCH_VERSION" packaging >>"$log" 2>&1
-
 step "download sglang==$SGLANG_VERSION into $cache"
 wheel=$(find "$cache" -maxdepth 1 -name "sglang-$SGLANG_VERSION-*.whl" | head -n 1)
 if [[ -z $wheel ]]; then
@@ -75,15 +74,16 @@ if [[ -z $wheel ]]; then
   wheel=$(find "$cache" -maxdepth 1 -name "sglang-$SGLANG_VERSION-*.whl" | head -n 1)
 fi
 
-# sglang's own Requires-Dist, markers evaluated for this machine, minus EXCLUDED, written out so the
-# list that was installed can be read back (VENV_DIR/sglang-requirements.txt).
+# sglang's own Requires-Dist, markers evaluated for this machine, minus EXCLUDED, plus the CPU torch;
+# written out so the list that was installed can be read back (VENV_DIR/sglang-requirements.txt).
+# pip's vendored packaging parses it: the fresh venv has nothing else yet.
 step "sglang's dependencies minus ${EXCLUDED[*]}"
 requirements=$venv/sglang-requirements.txt
 "$venv/bin/python" - "$wheel" "${EXCLUDED[@]}" >"$requirements" 2>>"$log" <<'PY'
 import sys, zipfile
 from email.parser import Parser
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
+from pip._vendor.packaging.requirements import Requirement
+from pip._vendor.packaging.utils import canonicalize_name
 
 wheel, excluded = sys.argv[1], {canonicalize_name(name) for name in sys.argv[2:]}
 with zipfile.ZipFile(wheel) as archive:
@@ -100,15 +100,27 @@ for line in metadata.get_all("Requires-Dist") or []:
     kept.append(str(requirement))
 print("\n".join(kept))
 PY
+echo "torch==$TORCH_VERSION" >>"$requirements"
 cat "$requirements" >>"$log"
-"${pip[@]}" install -c "$constraints" -r "$requirements" >>"$log" 2>&1
+
+# The registry's proxy here forbids caching, so pip's own cache stays empty: a wheelhouse outside
+# the clone makes a reinstall (a fresh CI clone) offline. Install from it alone; when it lacks
+# something (first run, changed pins), fill it with `pip wheel` and install from it again.
+step "install the dependencies from the wheelhouse $wheelhouse"
+install_local=("${pip[@]}" install --no-index --find-links "$wheelhouse" -c "$constraints")
+mkdir -p "$wheelhouse"
+if ! "${install_local[@]}" -r "$requirements" >>"$log" 2>&1; then
+  step "the wheelhouse lacks some of them (expected on a first run): pip wheel fills it"
+  "${pip[@]}" wheel --wheel-dir "$wheelhouse" -c "$constraints" -r "$requirements" >>"$log" 2>&1
+  "${install_local[@]}" -r "$requirements" >>"$log" 2>&1
+fi
 step "pip install --no-deps $wheel"
 "${pip[@]}" install --no-deps "$wheel" >>"$log" 2>&1
 
 # The registry's torchvision has no CPU extension; without the patch its import fails (see the
 # patcher's docstring). --no-deps: its torch requirement is already met by the CPU wheel.
 step "pip install --no-deps torchvision==$TORCHVISION_VERSION, then guard its two fake kernels"
-"${pip[@]}" install --no-deps -c "$constraints" "torchvision==$TORCHVISION_VERSION" >>"$log" 2>&1
+"${install_local[@]}" --no-deps "torchvision==$TORCHVISION_VERSION" >>"$log" 2>&1
 "$venv/bin/python" "$cpu_dir/patch_torchvision.py" "$site" >>"$log" 2>&1
 
 # No CPU kernel package exists on the registry; SGLang's CPU path only imports sgl_kernel's names.
