@@ -33,6 +33,7 @@ import pytest
 ENV_VAR = "RECIPE_LEDGER_REQUIRE"
 REPO = Path(__file__).resolve().parents[2]
 SERVE_VLLM = REPO / ".venv-serve" / "bin" / "vllm"
+SGLANG_PYTHON = REPO / ".venv-sglang" / "bin" / "python"  # scripts/setup_sglang_venv.sh builds it
 TINY_MODEL = REPO / ".cache" / "tiny-model"
 COMPAT = REPO.parent / "shared" / "compat"
 REGISTRY = "127.0.0.1:5000"
@@ -94,6 +95,29 @@ def vllm() -> str | None:
 
 
 @functools.cache
+def sglang() -> str | None:
+    """SGLang's CPU venv imports sglang (a stub or patch gone wrong fails here, not mid-test)."""
+    if not SGLANG_PYTHON.is_file():
+        return f"no SGLang venv ({SGLANG_PYTHON} is missing): ./dev serve-setup"
+    try:
+        imported = subprocess.run(
+            [str(SGLANG_PYTHON), "-c", "import sglang"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return f"{SGLANG_PYTHON} -c 'import sglang' took over 120 s: scripts/setup_sglang_venv.sh"
+    if imported.returncode != 0:
+        last_line = (imported.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"{SGLANG_PYTHON} cannot import sglang ({last_line}): scripts/setup_sglang_venv.sh rebuilds it"
+    if not (TINY_MODEL / "model.safetensors").is_file():
+        return f"no tiny model in {TINY_MODEL}: ./dev serve-setup"
+    return None
+
+
+@functools.cache
 def cpu_lane() -> str | None:
     """The verified CPU lane: the serving venv, docker, the registry and the lane's image built."""
     for probe in (vllm, docker_daemon, registry):
@@ -148,6 +172,7 @@ PROBES: dict[str, Probe] = {
     "docker": docker_daemon,
     "registry": registry,
     "vllm": vllm,
+    "sglang": sglang,
     "cpu-lane": cpu_lane,
     "browser": browser,
     "compat": compat,

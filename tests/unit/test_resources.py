@@ -65,7 +65,9 @@ def test_an_unknown_name_is_refused_rather_than_silently_not_required() -> None:
 
 
 def test_every_resource_ci_installs_has_a_probe() -> None:
-    assert {"docker", "registry", "vllm", "cpu-lane", "browser", "compat", "mlflow", "dvc"} <= set(PROBES)
+    assert {"docker", "registry", "vllm", "sglang", "cpu-lane", "browser", "compat", "mlflow", "dvc"} <= set(
+        PROBES
+    )
 
 
 def test_a_probe_reports_the_command_that_provides_what_is_missing(monkeypatch, tmp_path) -> None:
@@ -75,6 +77,45 @@ def test_a_probe_reports_the_command_that_provides_what_is_missing(monkeypatch, 
         assert "./dev serve-setup" in (resources.vllm() or "")
     finally:
         resources.vllm.cache_clear()
+
+
+@pytest.fixture
+def sglang_python(monkeypatch, tmp_path):
+    """Point the sglang probe at a stand-in venv python (a script) the test writes; no cached answer."""
+    python = tmp_path / "venv" / "bin" / "python"
+    monkeypatch.setattr(resources, "SGLANG_PYTHON", python)
+    resources.sglang.cache_clear()
+    yield python
+    resources.sglang.cache_clear()
+
+
+def write_script(path: Path, body: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+
+
+def test_the_sglang_probe_names_the_setup_command_when_the_venv_is_missing(sglang_python) -> None:
+    assert "./dev serve-setup" in (resources.sglang() or "")
+
+
+def test_the_sglang_probe_reports_why_sglang_does_not_import(sglang_python) -> None:
+    write_script(sglang_python, "echo \"ModuleNotFoundError: No module named 'sgl_kernel'\" >&2; exit 1")
+    missing = resources.sglang() or ""
+    assert "No module named 'sgl_kernel'" in missing and "scripts/setup_sglang_venv.sh" in missing
+
+
+def test_the_sglang_probe_passes_when_sglang_imports_and_the_model_is_there(
+    sglang_python, monkeypatch, tmp_path
+) -> None:
+    write_script(sglang_python, "exit 0")
+    model = tmp_path / "model"
+    monkeypatch.setattr(resources, "TINY_MODEL", model)
+    assert "tiny model" in (resources.sglang() or "")
+    resources.sglang.cache_clear()
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"")
+    assert resources.sglang() is None
 
 
 # --- the session rules of tests/conftest.py, run on a throwaway test file ------------------------
