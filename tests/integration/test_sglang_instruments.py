@@ -33,25 +33,6 @@ BOOT_TIMEOUT_S = 240
 OPTIONS = {"num_prompts": 4, "random_input_len": 32, "random_output_len": 8}
 
 
-def require_sglang() -> None:
-    # The environment work adds the "sglang" probe to helpers/resources.py; until it is merged,
-    # the same check here, under the same switch (RECIPE_LEDGER_REQUIRE names it: fail, not skip).
-    if "sglang" in resources.PROBES:
-        resources.require("sglang")
-        return
-    missing = None
-    if not SGLANG_PYTHON.is_file():
-        missing = f"no SGLang venv ({SGLANG_PYTHON} is missing)"
-    elif not (MODEL / "model.safetensors").is_file():
-        missing = f"no tiny model in {MODEL}: ./dev serve-setup"
-    if missing is None:
-        return
-    required = os.environ.get(resources.ENV_VAR, "").replace(" ", "").split(",")
-    if "sglang" in required or "all" in required:
-        pytest.fail(f"{resources.ENV_VAR} requires sglang, but {missing}", pytrace=False)
-    pytest.skip(missing)
-
-
 def healthy(base_url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{base_url}/health", timeout=2) as response:
@@ -62,7 +43,7 @@ def healthy(base_url: str) -> bool:
 
 @pytest.fixture(scope="module")
 def sglang_server(tmp_path_factory):
-    require_sglang()
+    resources.require("sglang")
     port = free_port()
     log = tmp_path_factory.mktemp("sglang") / "server.log"
     argv = [str(SGLANG_PYTHON), "-m", "sglang.launch_server", "--model-path", str(MODEL), "--device", "cpu"]

@@ -64,9 +64,14 @@ def test_an_arm_engine_defaults_to_the_experiments(tmp_path):
     assert flipped.engine_of("control") == "sglang"
 
 
-def test_every_example_experiment_still_loads_with_its_engine_unchanged():
+def test_every_experiment_written_before_engines_per_arm_keeps_its_engine():
+    """Experiments whose arms name no engine of their own load with the experiment's engine for
+    every arm, as before arms could name one (tiny-engines.yaml is the one that names one)."""
     for path in sorted((REPO / "experiments").rglob("*.yaml")):
         exp = load_experiment(path)
+        if any(getattr(exp.arm(name), "engine", None) for name in exp.arm_names):
+            assert len(exp.engines) == 2, path  # a cross-engine experiment: vLLM against SGLang
+            continue
         assert {exp.engine_of(name) for name in exp.arm_names} <= {exp.engine, "none"}, path
 
 
@@ -159,10 +164,16 @@ def test_metrics_already_on_are_not_doubled_and_docker_keeps_the_images_python(t
     assert arm.argv.count("--enable-metrics") == 1 and arm.served_model == "tiny"
 
 
-def test_a_recipe_arm_on_sglang_stops_at_the_marked_seam(tmp_path):
-    spec = experiment({"argv": VLLM_ARGV}, {"recipe": "recipe-ledger/tiny-qwen2", "engine": "sglang"})
-    with pytest.raises(InputError, match="recipe arms on SGLang need recipes.sglang"):
-        plan(tmp_path, spec)
+def test_a_recipe_arm_on_sglang_launches_the_recipes_sglang_command_on_the_experiment_model():
+    spec = REPO / "experiments" / "examples" / "tiny-engines.yaml"
+    run = plan_run(spec, load_experiment(spec), RecipeRoot(REPO / "recipes"), REPO)
+    sglang, vllm = run.arms["sglang"], run.arms["control"]
+    assert sglang.engine == "sglang" and vllm.engine == "vllm"
+    assert sglang.argv[1:3] == ["-m", "sglang.launch_server"]
+    model = str((REPO / ".cache" / "tiny-model").resolve())
+    assert sglang.argv[sglang.argv.index("--model-path") + 1] == model == vllm.argv[2]
+    assert "--enable-metrics" in sglang.argv and sglang.argv[-4:] == ["--host", "127.0.0.1", "--port", "8126"]
+    assert sglang.env.get("SGLANG_USE_CPU_ENGINE") == "1"  # from the recipe's sglang: block for cpu_x86
 
 
 def test_vllm_arms_plan_as_before_engines_were_an_axis():
