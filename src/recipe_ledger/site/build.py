@@ -612,7 +612,7 @@ def lane_history(index: LedgerIndex, pages: list[tuple[str, dict]]) -> list[dict
     return out
 
 
-ARM_KEYS = ("source", "fingerprint", "argv", "env", "image", "model_sha256")
+ARM_KEYS = ("source", "engine", "fingerprint", "argv", "env", "image", "model_sha256")
 BAR_KEYS = (
     "candidate",
     "metric",
@@ -686,6 +686,8 @@ def _experiment_data(entry: dict, experiment: dict, index: LedgerIndex, root: st
             for k, v in sorted((experiment.get("arms") or {}).items())
         ],
         "bars": bars,
+        # Cross-engine experiments: the one client that measured both arms, per bar.
+        "clients": sorted((experiment.get("clients") or {}).items()),
         "verdict": p.get("verdict"),
         "text": p.get("text", ""),
         "calibration": entry_ref(index, calibration, root) if calibration in index.by_id else None,
