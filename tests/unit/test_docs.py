@@ -42,3 +42,9 @@ def test_the_readme_table_names_every_top_level_command() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     missing = [name for name in COMMANDS if f"`ledger {name}" not in readme and f"/ `{name}" not in readme]
     assert not missing, f"README.md's command table does not name: {missing}"
+
+
+def test_test_files_have_unique_names() -> None:
+    """pytest imports test files by basename (no packages): two files of one name break collection."""
+    names = [path.name for path in (REPO / "tests").rglob("test_*.py")]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
