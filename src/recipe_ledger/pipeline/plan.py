@@ -111,8 +111,14 @@ def with_server_address(command: LaunchCommand, host: str, port: int) -> LaunchC
 def _recipe_arm(
     root: RecipeRoot, box: Box, name: str, arm: RecipeArm, repo: Path, engine: str = "vllm"
 ) -> _ArmDraft:
+    # A recipe names vLLM's command unless the arm runs on SGLang ("none": the stand-in servers).
     request = CommandRequest(
-        arm.recipe, arm.hardware or box.hardware, arm.strategy, arm.variant, arm.features, engine=engine
+        arm.recipe,
+        arm.hardware or box.hardware,
+        arm.strategy,
+        arm.variant,
+        arm.features,
+        engine="sglang" if engine == "sglang" else "vllm",
     )
     resolved = resolve_for_people(root, request)
     if "argv" not in resolved.result:
