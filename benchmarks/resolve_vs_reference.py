@@ -221,7 +221,7 @@ def main() -> None:
 
 def ledger_command(args: argparse.Namespace, cases: Path, root: Path) -> list[str]:
     start = [sys.executable, "-c", RENDER_ONLY] if args.render_only else shlex.split(args.ledger)
-    return [*start, "recipe", "render", "--batch", str(cases), "--root", str(root)]
+    return [*start, "recipe", "render", "--batch", str(cases), "--recipes", str(root)]
 
 
 def measure_pairs(
