@@ -192,13 +192,6 @@ def test_a_missing_venv_is_named_before_anything_runs(tmp_path):
     assert info.value.hint and not (tmp_path / "raw").exists()
 
 
-def test_the_client_python_is_the_repos_sglang_venv_unless_overridden(tmp_path, monkeypatch):
-    monkeypatch.delenv(sglang_bench.PYTHON_ENV_VAR, raising=False)
-    assert sglang_bench.find_client_python(tmp_path) == str(tmp_path / ".venv-sglang" / "bin" / "python")
-    monkeypatch.setenv(sglang_bench.PYTHON_ENV_VAR, "/opt/sg/bin/python")
-    assert sglang_bench.find_client_python(tmp_path) == "/opt/sg/bin/python"
-
-
 # -- the server's own numbers -------------------------------------------------------------------
 
 

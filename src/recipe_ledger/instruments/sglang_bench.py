@@ -21,7 +21,6 @@ backend follows the measured server's engine (``sglang-oai`` or ``vllm``, both t
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from functools import lru_cache
 from pathlib import Path
@@ -39,8 +38,6 @@ from recipe_ledger.instruments.base import (
 
 NAME = "sglang_bench_serving"
 MODULE = "sglang.bench_serving"
-VENV = ".venv-sglang"
-PYTHON_ENV_VAR = "RECIPE_LEDGER_SGLANG_PYTHON"
 
 # The backend that measures each engine's OpenAI completions endpoint. Both stream from
 # /v1/completions; only the sglang* ones read the accept length from /server_info.
@@ -81,14 +78,6 @@ SERVER_INFO_FACTS = (
     "dp_size",
     "speculative_algorithm",
 )
-
-
-def find_client_python(repo: Path) -> str:
-    """The SGLang venv's python (``<repo>/.venv-sglang``, or ``$RECIPE_LEDGER_SGLANG_PYTHON``)."""
-    override = os.environ.get(PYTHON_ENV_VAR)
-    if override:
-        return override
-    return str(repo / VENV / "bin" / "python")
 
 
 def backend_for(engine: str, options: dict[str, Any]) -> str:

@@ -97,9 +97,9 @@ def measure_point(
         # The OpenAI completions client measures an SGLang server as it is: no option changes.
         return vllm_bench.measure(plan.engine_bin, instrument.options, ctx, env=client_env())
     if instrument.kind == "sglang_bench_serving":
-        python = sglang_bench.find_client_python(repo)
+        # The client runs from SGLang's venv, the one its servers run from (plan.find_sglang_python).
         return sglang_bench.measure(
-            python, instrument.options, ctx, env=client_env(), engine=engine or arm.engine
+            plan.sglang_python, instrument.options, ctx, env=client_env(), engine=engine or arm.engine
         )
     if instrument.kind == "command":
         return command_instrument.measure(list(instrument.command or []), ctx, env=arm.env, root=repo)
