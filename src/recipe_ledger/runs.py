@@ -25,7 +25,6 @@ records *and* a ``Problem`` per bad line (file:line and why); a caller either ra
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from recipe_ledger.errors import InputError, StateError
+from recipe_ledger.instruments.base import sha256_file
 
 RUNS_DIRNAME = "runs"
 PLAN = "plan.json"
@@ -110,17 +110,9 @@ def write_json(path: Path, document: Mapping[str, Any]) -> None:
     _write_atomic(path, json.dumps({**document, "format_version": JSON_VERSION}, indent=2, sort_keys=True))
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return "sha256:" + digest.hexdigest()
-
-
 def artifact_hashes(folder: Path) -> dict[str, str]:
     """The content hashes of the run folder's own files that exist: what an entry pins."""
-    return {name: sha256_of(folder / name) for name in HASHED_FILES if (folder / name).is_file()}
+    return {name: sha256_file(folder / name) for name in HASHED_FILES if (folder / name).is_file()}
 
 
 # -- reading -----------------------------------------------------------------------------------

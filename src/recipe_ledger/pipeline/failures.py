@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from recipe_ledger import runs
 from recipe_ledger.errors import LedgerError
 from recipe_ledger.instruments.base import InstrumentError
 from recipe_ledger.launch.failures import BootFailure
@@ -23,7 +24,7 @@ from recipe_ledger.launch.registry import stop_all
 from recipe_ledger.ledger.models import current_version
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.pipeline.events import Notice
-from recipe_ledger.pipeline.run import RunContext, artifact_hashes
+from recipe_ledger.pipeline.run import RunContext
 from recipe_ledger.redact import redact_text
 
 RUN_FAILED_EXIT = 5
@@ -111,7 +112,7 @@ def record_failure(ctx: RunContext, error: BaseException, where: str) -> dict:
         "minutes_lost": round((time.monotonic() - ctx.started) / 60, 2),
         "conditions": {"box": ctx.plan.box.id, "run_id": ctx.run_id, "stage": where},
         "origin": {"how": "measured", "source": ctx.run_id},
-        "artifacts": artifact_hashes(ctx.run_dir),
+        "artifacts": runs.artifact_hashes(ctx.run_dir),
     }
     return ctx.ledger.append("failure", payload, writer=ctx.writer, git=ctx.git)
 

@@ -290,10 +290,6 @@ def summary_metrics(records: list[PointRecord]) -> dict[str, float]:
     return {k: round(statistics.median(v), 6) for k, v in sorted(groups.items())}
 
 
-def artifact_hashes(run_dir: Path) -> dict[str, str]:
-    return runs.artifact_hashes(run_dir)
-
-
 def experiment_record(
     ctx: RunContext, records: list[PointRecord], bars: list[BarVerdict], cals: dict, inline: bool
 ) -> ExperimentRecord:
@@ -371,7 +367,7 @@ def record_result(
         "conditions": {"box": ctx.plan.box.id, "run_id": ctx.run_id},
         "experiment": record.model_dump(mode="json", exclude_none=True),
         "origin": {"how": "measured", "source": ctx.run_id},
-        "artifacts": artifact_hashes(ctx.run_dir),
+        "artifacts": runs.artifact_hashes(ctx.run_dir),
         "scripts": scripts_named(ctx),
     }
     refs = [("evidence", e["id"]) for e in list(cals.values())[1:]]

@@ -377,7 +377,7 @@ def record(
     artifacts = {
         f"{ctx.run_id}/{name}": digest
         for ctx in contexts
-        for name, digest in runner.artifact_hashes(ctx.run_dir).items()
+        for name, digest in runs.artifact_hashes(ctx.run_dir).items()
     }
     payload = {
         "target": release.id,
