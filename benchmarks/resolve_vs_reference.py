@@ -44,7 +44,7 @@ package = importlib.util.find_spec("recipe_ledger").submodule_search_locations[0
 cli = types.ModuleType("recipe_ledger.cli")
 cli.__path__ = [package + "/cli"]
 sys.modules["recipe_ledger.cli"] = cli
-from recipe_ledger.cli.render_command import render
+from recipe_ledger.cli.recipe import render
 render(sys.argv[3:])
 """
 

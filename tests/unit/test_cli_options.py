@@ -96,6 +96,14 @@ def test_every_json_option_is_the_same_flag():
         assert option.is_flag and option.name == "as_json" and option.opts == ["--json"], path
 
 
+def test_every_allow_dirty_option_is_the_same_flag_with_the_same_rule():
+    found = {path: _option(c, "--allow-dirty") for path, c in _leaf_commands() if _option(c, "--allow-dirty")}
+    assert set(found) == {("run",), ("calibrate",), ("reproduce",), ("release", "publish")}
+    for path, option in found.items():
+        assert option.is_flag and option.name == "allow_dirty", path
+        assert "recipes/, scripts/ or the tool differ from the commit" in option.help, path
+
+
 def test_ledger_commands_read_the_project_given_by_root(project):
     note = ledger("note", "offload 55 does not boot at 1M", "--root", str(project))
     assert note.exit_code == 0, note.output

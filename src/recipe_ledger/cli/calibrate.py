@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from recipe_ledger.cli.options import root_option, writer_option
+from recipe_ledger.cli.options import allow_dirty_option, root_option, writer_option
 from recipe_ledger.cli.progress import ProgressListener, progress_bar, release_lookup
 from recipe_ledger.pipeline import stages
 
@@ -15,11 +15,7 @@ from recipe_ledger.pipeline import stages
 @click.argument("experiment", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @root_option
 @writer_option
-@click.option(
-    "--allow-dirty",
-    is_flag=True,
-    help="Calibrate although the experiment, recipes/, scripts/ or the tool differ from the commit.",
-)
+@allow_dirty_option("Calibrate")
 def calibrate_cmd(experiment: Path, root: Path, writer: str, allow_dirty: bool) -> None:
     """A/A runs of EXPERIMENT's control: measure the instrument's noise and record a calibration."""
     repo = root.resolve()

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from recipe_ledger import tracking
-from recipe_ledger.cli.options import root_option
+from recipe_ledger.cli.options import root_option, tracking_uri_option
 
 
 @click.group("mlflow")
@@ -21,11 +21,7 @@ def mlflow_group() -> None:
 
 @mlflow_group.command("sync")
 @root_option
-@click.option(
-    "--tracking-uri",
-    envvar="MLFLOW_TRACKING_URI",
-    help="MLflow store (default: sqlite:///<root>/mlflow.db; env MLFLOW_TRACKING_URI).",
-)
+@tracking_uri_option("MLflow store (default: sqlite:///<root>/mlflow.db; env MLFLOW_TRACKING_URI).")
 @click.option(
     "--experiment",
     default=tracking.DEFAULT_EXPERIMENT,

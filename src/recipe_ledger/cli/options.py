@@ -136,6 +136,24 @@ def recipes_given() -> bool:
     return ctx.get_parameter_source("recipes") is not ParameterSource.DEFAULT or bool(ctx.meta.get(_RAW_ROOT))
 
 
+def allow_dirty_option(what: str) -> Callable[[F], F]:
+    """``--allow-dirty`` as the flag ``allow_dirty``; ``what`` is the verb ("Run", "Publish"...).
+
+    The clean-tree rule is the same for every command that measures or publishes
+    (pipeline.clean_tree): only the verb differs."""
+    return click.option(
+        "--allow-dirty",
+        is_flag=True,
+        help=f"{what} although the spec, recipes/, scripts/ or the tool differ from the commit "
+        "(the entries record dirty: true, the files and the diff's hash).",
+    )
+
+
+def tracking_uri_option(help: str) -> Callable[[F], F]:
+    """``--tracking-uri`` (env MLFLOW_TRACKING_URI), the MLflow store; ``help`` says what it is for."""
+    return click.option("--tracking-uri", envvar="MLFLOW_TRACKING_URI", help=help)
+
+
 def json_option(help: str) -> Callable[[F], F]:
     """``--json`` as the flag ``as_json``; ``help`` says the shape of what is printed."""
     return click.option("--json", "as_json", is_flag=True, help=help)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from recipe_ledger.cli.options import json_option, root_option, writer_option
+from recipe_ledger.cli.options import allow_dirty_option, json_option, root_option, writer_option
 from recipe_ledger.cli.output import print_json, print_json_line, print_table
 from recipe_ledger.ledger.models import ReleasePayload
 from recipe_ledger.ledger.store import Ledger
@@ -47,12 +47,7 @@ def release() -> None:
     help="Show the pins and every reason against verifying, and write nothing "
     "(a published release can only be retracted).",
 )
-@click.option(
-    "--allow-dirty",
-    is_flag=True,
-    help="Publish although the spec, recipes/, scripts/ or the tool differ from the commit "
-    "(recorded and flagged).",
-)
+@allow_dirty_option("Publish")
 @root_option
 @writer_option
 def publish_cmd(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from recipe_ledger.cli.options import root_option, writer_option
+from recipe_ledger.cli.options import allow_dirty_option, root_option, writer_option
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.pipeline.events import Event, Notice
 from recipe_ledger.releases import reproduce as reproducing
@@ -29,11 +29,7 @@ from recipe_ledger.releases import reproduce as reproducing
     default=None,
     help="Launches per arm (default: the experiment's repeats). More narrow the CI.",
 )
-@click.option(
-    "--allow-dirty",
-    is_flag=True,
-    help="Re-run although the experiment specs, recipes/, scripts/ or the tool differ from the commit.",
-)
+@allow_dirty_option("Re-run")
 @root_option
 @writer_option
 def reproduce_cmd(

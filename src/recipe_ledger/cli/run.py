@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from recipe_ledger.cli.options import root_option, writer_option
+from recipe_ledger.cli.options import allow_dirty_option, root_option, tracking_uri_option, writer_option
 from recipe_ledger.cli.output import print_table
 from recipe_ledger.cli.progress import ProgressListener, print_plan, progress_bar, release_lookup
 from recipe_ledger.pipeline import run as runner
@@ -75,22 +75,13 @@ def print_verdicts(outcome: runner.RunOutcome) -> None:
 @root_option
 @writer_option
 @click.option("--plan", "plan_only", is_flag=True, help="Show what would be launched and stop.")
-@click.option(
-    "--tracking-uri",
-    envvar="MLFLOW_TRACKING_URI",
-    help="MLflow store to index the run into (default: ./mlflow.db).",
-)
+@tracking_uri_option("MLflow store to index the run into (default: sqlite:///<root>/mlflow.db).")
 @click.option(
     "--no-mlflow", is_flag=True, help="Do not index the run into MLflow now (`ledger mlflow sync` can later)."
 )
 @click.option("--allow-network-fs", is_flag=True, help="Allow a model on NFS/CIFS/FUSE (slow boots).")
 @click.option("--allow-busy-gpu", is_flag=True, help="Run even if other processes use the GPU.")
-@click.option(
-    "--allow-dirty",
-    is_flag=True,
-    help="Run although the experiment, recipes/, scripts/ or the tool differ from the commit "
-    "(the entry records dirty: true, the files and the diff's hash).",
-)
+@allow_dirty_option("Run")
 def run_cmd(
     experiment: Path,
     root: Path,
