@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers.net import free_port, nothing_listens_on
+from helpers.pipeline import commit
 from helpers.resources import SERVE_VLLM, TINY_MODEL, require
 
 pytestmark = pytest.mark.slow
@@ -38,13 +39,6 @@ def repo(tmp_path):
     commit(root)
     cli(root, "init", "--root", str(root))
     return root
-
-
-def commit(root: Path) -> None:
-    """Commit what the run measures: `ledger run` refuses recipes or experiments that differ from HEAD."""
-    git = ["git", "-C", str(root), "-c", "user.email=t@t", "-c", "user.name=t"]
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "inputs"], check=True)
 
 
 def cli(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:

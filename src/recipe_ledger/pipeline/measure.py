@@ -90,25 +90,19 @@ def measure_point(
     instrument: Instrument,
     ctx: MeasureContext,
     repo: Path,
-    engine: str | None = None,
 ) -> Measurement:
-    """One point through one instrument; ``engine`` is the measured server's (default: the arm's)."""
+    """One point through one instrument, against the server of ``arm.engine``."""
     if instrument.kind == "vllm_bench_serve":
         # The OpenAI completions client measures an SGLang server as it is: no option changes.
         return vllm_bench.measure(plan.engine_bin, instrument.options, ctx, env=client_env())
     if instrument.kind == "sglang_bench_serving":
         # The client runs from SGLang's venv, the one its servers run from (plan.find_sglang_python).
         return sglang_bench.measure(
-            plan.sglang_python, instrument.options, ctx, env=client_env(), engine=engine or arm.engine
+            plan.sglang_python, instrument.options, ctx, env=client_env(), engine=arm.engine
         )
     if instrument.kind == "command":
         return command_instrument.measure(list(instrument.command or []), ctx, env=arm.env, root=repo)
     raise NotImplementedError(f"instrument kind {instrument.kind}")
-
-
-def _reset_prefix_cache(server: RunningServer) -> None:
-    # SGLang's flush raises when the cache will not empty (the point fails); vLLM's never does.
-    server.reset_prefix_cache()
 
 
 def warm_up(base_url: str, model: str, requests: int) -> None:
@@ -136,17 +130,16 @@ def sweep(
     server: RunningServer | None = None,
     events: Events = ignore,
     tag: str = "",
-    engine: str | None = None,
 ) -> list[PointRecord]:
-    """Every point x instrument for one launch of one arm (``engine``: the arm's, by default)."""
-    engine = engine or arm.engine
+    """Every point x instrument for one launch of one arm."""
     records = []
     if base_url and plan.experiment.server.warmup_requests:
         warm_up(base_url, arm.served_model, plan.experiment.server.warmup_requests)
     for point in plan.experiment.points:
         for instrument in plan.experiment.instruments:
             if server is not None:
-                _reset_prefix_cache(server)
+                # SGLang's flush raises when the cache will not empty (the point fails); vLLM's never does.
+                server.reset_prefix_cache()
             before = server_metrics.scrape(base_url) if base_url else None
             ctx = MeasureContext(
                 arm=f"{tag}{arm.name}",
@@ -159,7 +152,7 @@ def sweep(
                 tokenizer=arm.model_dir,
                 params=tuple(sorted(arm.params.items())),
             )
-            m = measure_point(plan, arm, instrument, ctx, repo, engine)
+            m = measure_point(plan, arm, instrument, ctx, repo)
             after = server_metrics.scrape(base_url) if base_url else None
             records.append(
                 PointRecord(
@@ -170,7 +163,7 @@ def sweep(
                     m.instrument_version,
                     ctx.seed,
                     m.metrics,
-                    server_metrics.point_metrics(before, after, base_url, engine),
+                    server_metrics.point_metrics(before, after, base_url, arm.engine),
                     str(m.raw_path.relative_to(run_dir)),
                     m.raw_sha256,
                     round(m.wall_s, 3),
@@ -190,11 +183,10 @@ def measure_launch(
     repo: Path,
     events: Events = ignore,
     tag: str = "",
-    engine: str | None = None,
 ) -> list[PointRecord]:
     """One fresh launch of ``arm``: boot, sweep, tear down (always, also on error and Ctrl-C)."""
     if not plan.experiment.server.needs_server:
-        return sweep(plan, arm, repeat, None, run_dir, repo, events=events, tag=tag, engine=engine)
+        return sweep(plan, arm, repeat, None, run_dir, repo, events=events, tag=tag)
     spec = launch_spec(plan, arm, repeat, run_dir, run_id, tag)
     with launcher_for(plan).start(spec) as server:
         remember_flagset(arm)
@@ -208,5 +200,4 @@ def measure_launch(
             server=server,
             events=events,
             tag=tag,
-            engine=engine,
         )
