@@ -15,9 +15,10 @@ from recipe_ledger.launch import registry
 from recipe_ledger.ledger import gitinfo
 from recipe_ledger.ledger.models import Envelope
 from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.ledger.views import allowed_dirty_text
 from recipe_ledger.pipeline import events, stages
 from recipe_ledger.pipeline import run as runner
-from recipe_ledger.pipeline.clean_tree import dirty_summary, require_clean_tree
+from recipe_ledger.pipeline.clean_tree import require_clean_tree
 from recipe_ledger.pipeline.failures import (
     RunFailed,
     RunInterrupted,
@@ -130,10 +131,10 @@ def test_an_allowed_dirty_tree_gives_a_stamp_that_says_so_and_validates(tree):
     stamp = require_clean_tree(tree, [], allow_dirty=True)
     assert stamp["dirty"] is True and stamp["dirty_files"] == ["scripts/probe.py"]
     assert stamp["diff_sha256"] == gitinfo.feeding_changes(tree).diff_sha256
-    assert "DIRTY TREE" in dirty_summary(stamp)
+    assert "DIRTY TREE" in allowed_dirty_text(stamp)
     entry = Ledger.open(tree).append("note", {"text": "n"}, writer="box", git=stamp)
     Envelope.model_validate(entry)  # the envelope model reads the new stamp fields
-    assert dirty_summary({"commit": "abc", "dirty": True}) is None  # dirty outside the inputs: no flag
+    assert allowed_dirty_text({"commit": "abc", "dirty": True}) is None  # dirty outside the inputs: no flag
 
 
 def test_outside_git_the_stated_state_is_recorded_and_nothing_refused(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ from recipe_ledger.cli.options import allow_dirty_option, json_option, root_opti
 from recipe_ledger.cli.output import print_json, print_json_line, print_table
 from recipe_ledger.ledger.models import ReleasePayload
 from recipe_ledger.ledger.store import Ledger
-from recipe_ledger.pipeline.clean_tree import dirty_summary
+from recipe_ledger.ledger.views import allowed_dirty_text
 from recipe_ledger.releases import catalog
 from recipe_ledger.releases import diff as diffing
 from recipe_ledger.releases import publish as publishing
@@ -80,7 +80,7 @@ def publish_cmd(
         click.echo(f"  unverified: {reason}")
     for note in payload.get("notes", []):
         click.echo(f"  note: {note}")
-    summary = dirty_summary(entry.get("git"))
+    summary = allowed_dirty_text(entry.get("git"))
     if summary:
         click.echo(f"  {summary}")
     click.echo(f"next: ledger reproduce {payload['lane']}@{payload['version']}")

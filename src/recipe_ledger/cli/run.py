@@ -19,9 +19,9 @@ import click
 from recipe_ledger.cli.options import allow_dirty_option, root_option, tracking_uri_option, writer_option
 from recipe_ledger.cli.output import print_table
 from recipe_ledger.cli.progress import ProgressListener, print_plan, progress_bar, release_lookup
+from recipe_ledger.ledger.views import allowed_dirty_text
 from recipe_ledger.pipeline import run as runner
 from recipe_ledger.pipeline import stages
-from recipe_ledger.pipeline.clean_tree import dirty_summary
 
 
 def _pct(value: float | None) -> str:
@@ -46,6 +46,7 @@ def print_verdicts(outcome: runner.RunOutcome) -> None:
                 bar.outcome.upper(),
             ]
         )
+    dirty = allowed_dirty_text(outcome.entry.get("git"))
     print_table(
         [
             "candidate",
@@ -60,14 +61,12 @@ def print_verdicts(outcome: runner.RunOutcome) -> None:
             "verdict",
         ],
         rows,
-        title=f"{outcome.entry['payload']['subject']}: verdicts"
-        + (" (DIRTY TREE)" if dirty_summary(outcome.entry.get("git")) else ""),
+        title=f"{outcome.entry['payload']['subject']}: verdicts" + (" (DIRTY TREE)" if dirty else ""),
     )
     for bar in outcome.bars:
         click.echo(f"  {bar.candidate} {bar.metric}@{bar.point}: {bar.reason}")
-    summary = dirty_summary(outcome.entry.get("git"))
-    if summary:
-        click.echo(summary)
+    if dirty:
+        click.echo(f"{dirty}; recorded in every entry of this run")
 
 
 @click.command("run")

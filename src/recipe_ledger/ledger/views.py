@@ -31,22 +31,31 @@ def image_text(image: dict[str, Any] | None, absent: str = "") -> str:
     return ref if ref.endswith(digest) else f"{ref} @ {digest}"
 
 
+def allowed_dirty_text(git: dict[str, Any] | None) -> str | None:
+    """The one line for a git stamp of a run allowed from a dirty tree (``--allow-dirty``: the
+    files that fed the measurement differed, and the diff's hash was recorded), else None."""
+    if not git or not git.get("diff_sha256"):
+        return None
+    files = git.get("dirty_files") or []
+    return (
+        f"DIRTY TREE (allowed): {len(files)} file(s) differed from commit {str(git.get('commit'))[:12]}, "
+        f"diff {git['diff_sha256']}"
+    )
+
+
 def dirty_flag(entry: dict[str, Any]) -> str | None:
     """Why an entry's numbers may not be exactly what its commit holds, or None when they are.
 
-    Since the clean-tree rule, a run from a dirty tree needs --allow-dirty and records the changed
-    files and the diff's hash; entries written before it only say ``dirty``."""
+    A run allowed from a dirty tree records the changed files and the diff's hash. A stamp that only
+    says ``dirty`` comes from before the clean-tree rule, or from a tree whose changes lay outside
+    what feeds a measurement (checked clean at the time): either way no diff was recorded."""
     git = entry.get("git") or {}
-    if git.get("diff_sha256"):
-        files = git.get("dirty_files") or []
-        return (
-            f"dirty tree (allowed): {len(files)} file(s) differed from commit {str(git.get('commit'))[:12]}, "
-            f"diff {git['diff_sha256']}"
-        )
-    if git.get("dirty"):
-        commit = str(git.get("commit"))[:12]
-        return f"dirty tree: written from uncommitted changes to {commit} (diff not recorded)"
-    return None
+    allowed = allowed_dirty_text(git)
+    if allowed or not git.get("dirty"):
+        return allowed
+    return (
+        f"dirty tree: written from uncommitted changes to {str(git.get('commit'))[:12]} (diff not recorded)"
+    )
 
 
 def query(ledger: Ledger, *, kind: str | None = None, status: str | None = None) -> list[tuple[dict, str]]:

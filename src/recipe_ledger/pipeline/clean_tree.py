@@ -46,14 +46,3 @@ def refusal(changes: gitinfo.TreeChanges) -> str:
     noun = "file that feeds" if count == 1 else "files that feed"
     verb = "differs" if count == 1 else "differ"
     return f"{count} {noun} this measurement {verb} from {commit}: {shown}"
-
-
-def dirty_summary(stamp: dict[str, Any] | None) -> str | None:
-    """One line for people when ``stamp`` records an allowed dirty tree, else None."""
-    if not stamp or not stamp.get("diff_sha256"):
-        return None
-    files = stamp.get("dirty_files") or []
-    return (
-        f"DIRTY TREE (allowed): {len(files)} file(s) differ from commit {str(stamp.get('commit'))[:12]}, "
-        f"diff {stamp['diff_sha256'][:19]}…; recorded in every entry of this run"
-    )

@@ -14,8 +14,9 @@ from recipe_ledger import runs
 from recipe_ledger.errors import LedgerError
 from recipe_ledger.experiment.spec import load_experiment
 from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.ledger.views import allowed_dirty_text
 from recipe_ledger.pipeline import run as runner
-from recipe_ledger.pipeline.clean_tree import dirty_summary, require_clean_tree
+from recipe_ledger.pipeline.clean_tree import require_clean_tree
 from recipe_ledger.pipeline.events import Events, Notice, Planned, print_notices
 from recipe_ledger.pipeline.failures import recording_failure, recording_setup_failure
 from recipe_ledger.pipeline.plan import ReleaseLookup, RunPlan, plan_run
@@ -122,7 +123,7 @@ def _started(
     launch. The git stamp is taken here, at launch: that is the state the numbers belong to."""
     ledger = Ledger.open(repo)
     git = require_clean_tree(repo, [spec_path], allow_dirty=options.allow_dirty)
-    summary = dirty_summary(git)
+    summary = allowed_dirty_text(git)
     if summary:
         events(Notice(summary))
     with recording_setup_failure(ledger, writer, spec_path.stem, "planning", git) as setup:

@@ -31,9 +31,10 @@ from recipe_ledger.launch import images
 from recipe_ledger.ledger import gitinfo
 from recipe_ledger.ledger.models import ExperimentRecord, ReleaseNumber, ReleasePayload
 from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.ledger.views import allowed_dirty_text
 from recipe_ledger.pipeline import measure
 from recipe_ledger.pipeline import run as runner
-from recipe_ledger.pipeline.clean_tree import dirty_summary, require_clean_tree
+from recipe_ledger.pipeline.clean_tree import require_clean_tree
 from recipe_ledger.pipeline.events import Events, Notice, PhaseStarted, print_notices
 from recipe_ledger.pipeline.failures import recording_failure
 from recipe_ledger.pipeline.measure import PointRecord
@@ -230,7 +231,7 @@ def reproduce(
         )
     plan = plan_reproduction(ledger, repo, ref)
     git = require_clean_tree(repo, [repo / t.record.spec for t in plan.targets], allow_dirty=allow_dirty)
-    for line in [dirty_summary(git)] + [f"notice: {n}" for n in plan.notices]:
+    for line in [allowed_dirty_text(git)] + [f"notice: {n}" for n in plan.notices]:
         if line:
             events(Notice(line))
     outcomes, contexts = [], []
