@@ -921,8 +921,6 @@ def plan_power(
     sigma = calibrated_sigma_ucb(calibration_point, PLANNING_UCB_CONFIDENCE)
     extra_df = calibration_point.n - 1
     planned = mde(sigma, repeats, bar.alpha, extra_df=extra_df)
-    needed = repeats_needed(bar.min_effect, sigma, bar.alpha, extra_df=extra_df, cap=max_repeats)
-    found = needed if needed <= max_repeats else None
     head = f"{name}: MDE {planned * 100:.1f}% with {repeats} repeats"
     if calibration_point.n < MIN_PLANNING_CALIBRATION:
         reason = (
@@ -930,6 +928,8 @@ def plan_power(
             f"with; recalibrate with {DEFAULT_CALIBRATION_REPEATS} launches of the control"
         )
         return PowerPlan(bar, repeats, sigma, planned, False, None, reason)
+    needed = repeats_needed(bar.min_effect, sigma, bar.alpha, extra_df=extra_df, cap=max_repeats)
+    found = needed if needed <= max_repeats else None
     if planned <= bar.min_effect:
         reason = f"{head} is within the {bar_text} bar"
     elif found is not None:

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from recipe_ledger import verdict as verdicts
-from recipe_ledger.experiment.spec import Bar as SpecBar
 from recipe_ledger.pipeline.plan import RunPlan
-from recipe_ledger.pipeline.run import bar_instrument, to_verdict_calibration
+from recipe_ledger.pipeline.run import bar_instrument, bar_points, to_verdict_calibration, verdict_bar
 
 # (instrument, metric) -> the calibration entry that stands for this run's noise, if any
 CalibrationLookup = Callable[[str, str], dict | None]
@@ -26,16 +25,12 @@ def power_plans(plan: RunPlan, calibration_of: CalibrationLookup) -> list[verdic
     for bar in experiment.bars:
         entry = calibration_of(bar_instrument(plan, bar), bar.metric)
         calibration = to_verdict_calibration(entry) if entry else None
-        for point in experiment.points if bar.point == "all" else [bar.point]:
+        for point in bar_points(experiment.points, bar):
             noise = calibration.for_point(point) if calibration else None
-            out.append(verdicts.plan_power(noise, _verdict_bar(bar, point), experiment.repeats))
+            out.append(verdicts.plan_power(noise, verdict_bar(bar, point), experiment.repeats))
     return out
 
 
 def power_lines(plans: list[verdicts.PowerPlan]) -> list[str]:
     """What `ledger run --plan` and the run's start print: one sentence per bar and point."""
     return [f"power {p.reason}" for p in plans]
-
-
-def _verdict_bar(bar: SpecBar, point: int) -> verdicts.Bar:
-    return verdicts.Bar(metric=bar.metric, point=point, direction=bar.direction, min_effect=bar.min_effect)

@@ -129,6 +129,16 @@ class RunContext:
     started: float = field(default_factory=time.monotonic)
 
 
+def bar_points(points: list[int], bar: SpecBar) -> list[int]:
+    """The sweep points a bar decides: its own, or every one for ``point: all``."""
+    return list(points) if bar.point == "all" else [bar.point]
+
+
+def verdict_bar(bar: SpecBar, point: int) -> verdicts.Bar:
+    """A spec bar at one point, as the verdict reads it."""
+    return verdicts.Bar(metric=bar.metric, point=point, direction=bar.direction, min_effect=bar.min_effect)
+
+
 def bar_instrument(plan: RunPlan, bar: SpecBar) -> str:
     return bar.instrument or plan.experiment.instruments[0].name
 
@@ -246,13 +256,10 @@ def decide_bars(
     for candidate in exp.candidates:
         for bar in exp.bars:
             instrument = bar_instrument(ctx.plan, bar)
-            points = exp.points if bar.point == "all" else [bar.point]
             cal = cals.get((instrument, bar.metric))
             calibration = to_verdict_calibration(cal) if cal else None
-            for point in points:
-                vbar = verdicts.Bar(
-                    metric=bar.metric, point=point, direction=bar.direction, min_effect=bar.min_effect
-                )
+            for point in bar_points(exp.points, bar):
+                vbar = verdict_bar(bar, point)
                 control = samples(records, "control", instrument, bar.metric, point)
                 cand = samples(records, candidate, instrument, bar.metric, point)
                 v = verdicts.decide(
