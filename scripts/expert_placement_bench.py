@@ -15,6 +15,15 @@ for the placement named by --arm:
               link (vLLM's UVA offload);
   layer_copy  experts in pinned host memory; every step first copies the whole layer's expert
               tensors (all experts) to a device buffer, then computes from it (SGLang's layer offload).
+  hot_cold    the hottest --hbm-share of the experts (by the --skew popularity ranking) resident in
+              device memory, the rest read over UVA like `uva` (placement control: hot in HBM, cold
+              in host memory).
+
+--skew draws the routing from a popularity curve instead of uniformly (e.g. tiered:0.987@0.73,
+seed 000's "98.7% of hits on 73% of experts"); --tokens-per-step k routes k tokens per sequence per
+step (a speculative verify window), so a step of batch B routes B x k tokens. Every batch size also
+reports the byte floor of its step (ceiling_step_ms_b<B>: bytes over the link at this run's measured
+link rate plus bytes from HBM at its measured HBM rate) and the measured step over that floor.
 
 A step: for a batch of tokens with seeded random top-k routing, run each selected expert's SwiGLU FFN
 (w13 [2I, H], w2 [H, I], bf16) on the tokens routed to it and sum the gated outputs. The same code
@@ -41,7 +50,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-ARMS = ("hbm", "uva", "layer_copy")
+ARMS = ("hbm", "uva", "layer_copy", "hot_cold")
 HOST_ALLOC_MODES = ("auto", "cupy", "register")
 BF16_BYTES = 2
 
@@ -60,6 +69,9 @@ DEFAULTS = {
     "bw_mib": 1024,
     "hbm_bw_mib": 4096,
     "bw_reps": 10,
+    "skew": "uniform",
+    "hbm_share": 0.0,
+    "tokens_per_step": 1,
 }
 QUICK = {
     "hidden": 256,
@@ -74,6 +86,9 @@ QUICK = {
     "bw_mib": 64,
     "hbm_bw_mib": 256,
     "bw_reps": 5,
+    "skew": "uniform",
+    "hbm_share": 0.0,
+    "tokens_per_step": 1,
 }
 
 # Bandwidth keys printed on every run, and the per-batch keys (formatted with the batch size).
@@ -88,7 +103,11 @@ PER_BATCH_KEYS = (
     "effective_gbps_b{b}",
     "link_bytes_b{b}",
     "link_gbps_b{b}",
+    "cold_experts_b{b}",
+    "hot_hit_share_b{b}",
 )
+# Added once the run's bandwidths are known (add_ceilings).
+CEILING_KEYS = ("ceiling_step_ms_b{b}", "step_over_ceiling_b{b}")
 
 CHECK_TOL_VS_FP64 = 2e-2   # bf16 operands and intermediates against a float64 reference
 CHECK_TOL_VS_HBM = 1e-3    # same kernels, same inputs: expected bit-identical; tolerate rounding
@@ -152,6 +171,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cupy: cudaHostAlloc(Mapped|Portable) via cupy; register: mmap + "
                         "cudaHostRegister(Mapped|Portable) via torch; auto: cupy, else register")
     p.add_argument("--device", type=int, default=0, help="CUDA device index")
+    p.add_argument("--skew", default=None,
+                   help="routing popularity: uniform, tiered:HIT@SHARE (HIT of the hits on the first SHARE "
+                        "of the experts, e.g. tiered:0.987@0.73) or zipf:S (weight of rank r ~ 1/(r+1)^S)")
+    p.add_argument("--hbm-share", type=float, default=None, dest="hbm_share",
+                   help="hot_cold: fraction of the experts (hottest first) resident in HBM, 0..1")
+    p.add_argument("--tokens-per-step", type=int, default=None, dest="tokens_per_step",
+                   help="tokens routed per sequence per step (k of a speculative verify window)")
     return p
 
 
@@ -167,7 +193,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     except ValueError as exc:
         p.error(f"--batches: {exc}")
     for name in ("hidden", "intermediate", "experts", "topk", "reps", "routings", "bw_mib",
-                 "hbm_bw_mib", "bw_reps"):
+                 "hbm_bw_mib", "bw_reps", "tokens_per_step"):
         if getattr(args, name) <= 0:
             p.error(f"--{name.replace('_', '-')} must be positive")
     if args.warmup < 0:
@@ -181,12 +207,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             p.error(f"--{name} must be a multiple of 8 (16-byte rows for the GEMMs)")
     if args.device < 0:
         p.error("--device must be >= 0")
+    if not 0.0 <= args.hbm_share <= 1.0:
+        p.error("--hbm-share must be between 0 and 1")
+    try:
+        args.popularity = popularity(args.skew, args.experts)
+    except ValueError as exc:
+        p.error(f"--skew: {exc}")
+    args.n_hot = hot_count(args.hbm_share, args.experts)
     return args
 
 
 def config_string(args: argparse.Namespace) -> str:
     return (f"H={args.hidden} I={args.intermediate} E={args.experts} k={args.topk} bf16 "
-            f"batches={','.join(map(str, args.batch_list))} routings={args.routings} seed={args.seed}")
+            f"batches={','.join(map(str, args.batch_list))} routings={args.routings} seed={args.seed} "
+            f"skew={args.skew} hbm_share={args.hbm_share:g} tokens_per_step={args.tokens_per_step}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -198,12 +232,55 @@ def routing_seed(seed: int, batch: int, index: int) -> int:
     return (int(seed) * 1_000_003 + int(batch)) * 1_009 + int(index)
 
 
-def make_routing(batch: int, experts: int, topk: int, seed: int, index: int = 0
-                 ) -> tuple[list[list[int]], list[list[float]]]:
-    """Uniform random top-k routing: per token, k distinct experts and gate weights summing to 1.
+def popularity(spec: str, experts: int) -> list[float] | None:
+    """Routing weight of each expert, hottest first (expert 0 is the most popular); None = uniform.
 
-    Uniform routing is the worst case for distinct experts per batch (real routers are skewed);
-    the expected count is expected_unique_experts().
+    tiered:HIT@SHARE  the first round(SHARE x E) experts share HIT of the weight evenly, the rest
+                      share 1 - HIT (the seed's form: "98.7% of hits on 73% of experts");
+    zipf:S            weight of the expert of rank r proportional to 1 / (r + 1)^S.
+    """
+    text = str(spec).strip()
+    if text == "uniform":
+        return None
+    kind, _, rest = text.partition(":")
+    try:
+        if kind == "tiered":
+            hit_text, _, share_text = rest.partition("@")
+            hit, share = float(hit_text), float(share_text)
+            if not (0 < hit < 1 and 0 < share < 1):
+                raise ValueError
+            n_hot = min(max(1, round(share * experts)), experts - 1)
+            return [hit / n_hot] * n_hot + [(1 - hit) / (experts - n_hot)] * (experts - n_hot)
+        if kind == "zipf":
+            s = float(rest)
+            if not s >= 0:
+                raise ValueError
+            raw = [1.0 / (r + 1) ** s for r in range(experts)]
+            total = sum(raw)
+            return [w / total for w in raw]
+    except ValueError:
+        pass
+    raise ValueError(f"{text!r} is not uniform, tiered:HIT@SHARE (0 < HIT, SHARE < 1) or zipf:S (S >= 0)")
+
+
+def hot_count(share: float, experts: int) -> int:
+    """Experts resident in HBM for a share of them (the hottest ranks 0 .. n-1)."""
+    return max(0, min(experts, round(share * experts)))
+
+
+def _weighted_sample(rng: random.Random, weights: Sequence[float], k: int) -> list[int]:
+    """k distinct indices drawn with probability proportional to weight, without replacement
+    (Efraimidis-Spirakis: the k largest u^(1/w))."""
+    keys = [(rng.random() ** (1.0 / w) if w > 0 else 0.0, i) for i, w in enumerate(weights)]
+    return [i for _, i in sorted(keys, reverse=True)[:k]]
+
+
+def make_routing(batch: int, experts: int, topk: int, seed: int, index: int = 0,
+                 weights: Sequence[float] | None = None) -> tuple[list[list[int]], list[list[float]]]:
+    """Random top-k routing of `batch` tokens: per token, k distinct experts and gate weights summing to 1.
+
+    Uniform by default, the worst case for distinct experts per batch (expected count:
+    expected_unique_experts()); `weights` (popularity()) skews it as real routers are.
     """
     if topk > experts:
         raise ValueError(f"topk {topk} > experts {experts}")
@@ -211,7 +288,7 @@ def make_routing(batch: int, experts: int, topk: int, seed: int, index: int = 0
     ids: list[list[int]] = []
     gates: list[list[float]] = []
     for _ in range(batch):
-        chosen = rng.sample(range(experts), topk)
+        chosen = rng.sample(range(experts), topk) if weights is None else _weighted_sample(rng, weights, topk)
         raw = [0.5 + rng.random() for _ in range(topk)]
         total = sum(raw)
         ids.append(chosen)
@@ -256,10 +333,13 @@ def layer_bytes(experts: int, hidden: int, intermediate: int, dtype_bytes: int =
 
 
 def link_bytes_per_step(arm: str, n_unique: int, expert_nbytes: int, layer_nbytes: int) -> int:
-    """Bytes a step moves over the host link: none, the selected experts, or the whole layer."""
+    """Bytes a step moves over the host link: none, the selected experts, or the whole layer.
+
+    For hot_cold, n_unique is the number of selected experts that live in host memory (the cold ones).
+    """
     if arm == "hbm":
         return 0
-    if arm == "uva":
+    if arm in ("uva", "hot_cold"):
         return n_unique * expert_nbytes
     if arm == "layer_copy":
         return layer_nbytes
@@ -320,12 +400,18 @@ def relative_error(diff_norm: float, ref_norm: float) -> float:
 # --------------------------------------------------------------------------------------------------
 
 def batch_metrics(arm: str, batch: int, step_ms: Sequence[float], rep_unique: Sequence[int],
-                  expert_nbytes: int, layer_nbytes: int) -> dict[str, float]:
-    """Per-batch keys from the timed steps and the distinct-expert count of each step's routing."""
+                  expert_nbytes: int, layer_nbytes: int, rep_cold: Sequence[int] | None = None,
+                  hot_hit_share: float | None = None) -> dict[str, float]:
+    """Per-batch keys from the timed steps and the distinct-expert count of each step's routing
+    (rep_cold: of those, how many live in host memory, for hot_cold; every one for the other arms)."""
     if not step_ms or len(step_ms) != len(rep_unique):
         raise ValueError("need one distinct-expert count per timed step")
+    cold = list(rep_unique if rep_cold is None else rep_cold)
+    if len(cold) != len(rep_unique):
+        raise ValueError("need one cold-expert count per timed step")
     useful = [u * expert_nbytes for u in rep_unique]
-    link = [link_bytes_per_step(arm, u, expert_nbytes, layer_nbytes) for u in rep_unique]
+    on_link = cold if arm == "hot_cold" else rep_unique
+    link = [link_bytes_per_step(arm, u, expert_nbytes, layer_nbytes) for u in on_link]
     s = summarize(step_ms)
     eff = [gbps(b, t) for b, t in zip(useful, step_ms)]
     lnk = [gbps(b, t) for b, t in zip(link, step_ms)]
@@ -342,13 +428,38 @@ def batch_metrics(arm: str, batch: int, step_ms: Sequence[float], rep_unique: Se
         f"effective_gbps_b{b}": median(eff) if eff else None,
         f"link_bytes_b{b}": sum(link) / len(link),
         f"link_gbps_b{b}": median(lnk) if lnk else 0.0,
+        f"cold_experts_b{b}": sum(cold) / len(cold),
+        f"hot_hit_share_b{b}": 0.0 if hot_hit_share is None else hot_hit_share,
     }
+
+
+def step_floor_ms(arm: str, useful_bytes: float, link_bytes: float, bandwidths: dict[str, float | None]
+                  ) -> float | None:
+    """The byte floor of one step: what crosses the host link at this run's link rate (UVA reads for
+    uva/hot_cold, a DMA copy for layer_copy) plus the expert bytes read from HBM at the HBM rate.
+    Compute, launches and the router are not in it: a step can only be slower."""
+    hbm = bandwidths.get("hbm_read_gbps")
+    link_rate = bandwidths.get("h2d_memcpy_gbps" if arm == "layer_copy" else "uva_read_gbps")
+    from_hbm = useful_bytes if arm in ("hbm", "layer_copy") else useful_bytes - link_bytes
+    if not hbm or (link_bytes and not link_rate):
+        return None
+    link_s = link_bytes / (link_rate * 1e9) if link_bytes else 0.0
+    return (link_s + max(from_hbm, 0.0) / (hbm * 1e9)) * 1e3
+
+
+def add_ceilings(arm: str, per_batch: dict[int, dict[str, float]], bandwidths: dict[str, float | None]) -> None:
+    """ceiling_step_ms_b<B> (the byte floor) and step_over_ceiling_b<B> (measured / floor) per batch."""
+    for b, row in per_batch.items():
+        floor = step_floor_ms(arm, row[f"expert_bytes_read_b{b}"], row[f"link_bytes_b{b}"], bandwidths)
+        row[f"ceiling_step_ms_b{b}"] = floor
+        measured = row.get(f"moe_step_ms_b{b}")
+        row[f"step_over_ceiling_b{b}"] = measured / floor if floor and measured else None
 
 
 def expected_keys(batches: Sequence[int]) -> list[str]:
     keys = ["arm", "layer_bytes", "expert_bytes", *BANDWIDTH_KEYS]
     for b in batches:
-        keys += [k.format(b=b) for k in PER_BATCH_KEYS]
+        keys += [k.format(b=b) for k in (*PER_BATCH_KEYS, *CEILING_KEYS)]
     return keys
 
 
@@ -360,6 +471,8 @@ def assemble_result(arm: str, args: argparse.Namespace, bandwidths: dict[str, fl
         "config": config_string(args),
         "layer_bytes": layer_bytes(args.experts, args.hidden, args.intermediate),
         "expert_bytes": expert_bytes(args.hidden, args.intermediate),
+        "hbm_experts": args.n_hot if arm == "hot_cold" else (args.experts if arm == "hbm" else 0),
+        "tokens_per_step": args.tokens_per_step,
     }
     for key in BANDWIDTH_KEYS:
         result[key] = bandwidths.get(key)
@@ -605,6 +718,23 @@ def host_weights(torch, args, gen, mode: str) -> Weights:
     return Weights(w13, w2, "host", [b13, b2])
 
 
+def hot_cold_from_host(torch, host: Weights, n_hot: int) -> Weights:
+    """The hottest n_hot experts (ranks 0 .. n_hot-1) copied into device memory, the rest left in the
+    mapped host memory of `host` and read over UVA; w13/w2 are per-expert lists that moe_forward
+    indexes like tensors. The host buffers stay owned by `host`."""
+    b13, b2 = host.buffers
+    experts = host.w13.shape[0]
+    hot13 = torch.empty((n_hot, *host.w13.shape[1:]), dtype=torch.bfloat16, device="cuda")
+    hot2 = torch.empty((n_hot, *host.w2.shape[1:]), dtype=torch.bfloat16, device="cuda")
+    if n_hot:
+        hot13.view(-1).view(torch.int16).copy_(b13.cpu[: hot13.numel()], non_blocking=True)
+        hot2.view(-1).view(torch.int16).copy_(b2.cpu[: hot2.numel()], non_blocking=True)
+        torch.cuda.synchronize()
+    w13 = [hot13[e] if e < n_hot else host.w13[e] for e in range(experts)]
+    w2 = [hot2[e] if e < n_hot else host.w2[e] for e in range(experts)]
+    return Weights(w13, w2, f"hbm:{n_hot}+host:{experts - n_hot}")
+
+
 def device_buffer_like(torch, weights: Weights) -> Weights:
     return Weights(torch.empty_like(weights.w13, device="cuda"), torch.empty_like(weights.w2, device="cuda"),
                    "hbm-staging")
@@ -684,14 +814,19 @@ class StepRunner:
 class BatchCase:
     """Static inputs for one batch size: routings, plans, x, out; runners per weight set."""
 
-    def __init__(self, torch, args, batch: int, gen):
+    def __init__(self, torch, args, batch: int, gen, n_hot: int = 0):
         self.batch = batch
-        self.routings = [make_routing(batch, args.experts, args.topk, args.seed, r) for r in range(args.routings)]
+        tokens = batch * args.tokens_per_step  # a verify window routes k tokens per sequence
+        self.routings = [make_routing(tokens, args.experts, args.topk, args.seed, r, args.popularity)
+                         for r in range(args.routings)]
         self.unique = [len(unique_experts(ids)) for ids, _ in self.routings]
+        self.cold = [sum(1 for e in unique_experts(ids) if e >= n_hot) for ids, _ in self.routings]
+        hits = [e < n_hot for ids, _ in self.routings for row in ids for e in row]
+        self.hot_hit_share = sum(hits) / len(hits)
         self.plans = [build_plan(torch, ids, gates, "cuda") for ids, gates in self.routings]
-        self.x = torch.empty((batch, args.hidden), dtype=torch.float32, device="cuda").normal_(generator=gen)
+        self.x = torch.empty((tokens, args.hidden), dtype=torch.float32, device="cuda").normal_(generator=gen)
         self.x = self.x.to(torch.bfloat16)
-        self.out = torch.empty((batch, args.hidden), dtype=torch.float32, device="cuda")
+        self.out = torch.empty((tokens, args.hidden), dtype=torch.float32, device="cuda")
         self.inter = args.intermediate
 
     def runners(self, torch, weights: Weights, use_graph: bool, plans=None) -> list[StepRunner]:
@@ -800,9 +935,10 @@ def time_arm(torch, args, arm: str, weights: Weights, host: Weights | None, gen,
     e_bytes = expert_bytes(args.hidden, args.intermediate)
     l_bytes = layer_bytes(args.experts, args.hidden, args.intermediate)
     per_batch_budget = args.budget_s / len(args.batch_list)
+    n_hot = {"hbm": args.experts, "hot_cold": args.n_hot}.get(arm, 0)
     results: dict[int, dict[str, float]] = {}
     for b in args.batch_list:
-        case = BatchCase(torch, args, b, gen)
+        case = BatchCase(torch, args, b, gen, n_hot)
         if arm == "layer_copy":
             copy_layer_(host, weights)  # valid data before the eager warm-up and capture
             torch.cuda.synchronize()
@@ -817,7 +953,8 @@ def time_arm(torch, args, arm: str, weights: Weights, host: Weights | None, gen,
         offset = max(1, args.warmup)
         times = _event_times(torch, fns, reps, offset=offset)
         rep_unique = [case.unique[(offset + i) % len(fns)] for i in range(reps)]
-        results[b] = batch_metrics(arm, b, times, rep_unique, e_bytes, l_bytes)
+        rep_cold = [case.cold[(offset + i) % len(fns)] for i in range(reps)]
+        results[b] = batch_metrics(arm, b, times, rep_unique, e_bytes, l_bytes, rep_cold, case.hot_hit_share)
         log(f"{arm} b={b}: {results[b][f'moe_step_ms_b{b}']:.3f} ms median over {reps} reps "
             f"(warm-up {est:.3f} ms), {results[b][f'unique_experts_b{b}']:.1f} distinct experts, "
             f"effective {results[b][f'effective_gbps_b{b}'] or 0:.1f} GB/s")
@@ -850,11 +987,13 @@ def run(args: argparse.Namespace) -> tuple[dict, bool]:
     extra["bandwidth_s"] = time.monotonic() - t_start
 
     t_setup = time.monotonic()
-    need_host = args.check or args.arm in ("uva", "layer_copy")
+    need_host = args.check or args.arm in ("uva", "layer_copy", "hot_cold")
     host = host_weights(torch, args, gen, mode) if need_host else None
     storages: dict[str, Weights] = {}
     if host is not None:
         storages["uva"] = host
+    if args.check or args.arm == "hot_cold":
+        storages["hot_cold"] = hot_cold_from_host(torch, host, args.n_hot)
     if args.check or args.arm == "layer_copy":
         storages["layer_copy"] = device_buffer_like(torch, host)
     if args.check:
@@ -884,6 +1023,7 @@ def run(args: argparse.Namespace) -> tuple[dict, bool]:
                 log(f"layer copy alone: {extra['layer_copy_ms']:.2f} ms "
                     f"({gbps(lb, extra['layer_copy_ms']) or 0:.1f} GB/s)")
             per_batch = time_arm(torch, args, args.arm, weights, host, gen, state)
+            add_ceilings(args.arm, per_batch, bw)
     finally:
         torch.cuda.synchronize()
         for w in storages.values():

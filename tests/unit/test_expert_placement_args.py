@@ -238,6 +238,7 @@ def _fake_result(epb, arm="uva", argv=("--quick",)):
         b: epb.batch_metrics(arm, b, [2.0, 1.0, 3.0], [6 * b, 6 * b, 6 * b], e, lb) for b in args.batch_list
     }
     bw = {"hbm_read_gbps": 4000.0, "uva_read_gbps": 50.0, "h2d_memcpy_gbps": 55.0}
+    epb.add_ceilings(arm, per_batch, bw)
     return args, epb.assemble_result(arm, args, bw, per_batch, {"graphs": 1, "host_alloc": "cupy"})
 
 
@@ -334,3 +335,81 @@ def test_main_exits_nonzero_with_a_clear_message(epb, capsys, importer):
     assert code == 2
     assert captured.out == ""  # no JSON: nothing for a runner to mistake
     assert "expert_placement_bench:" in captured.err and "CUDA" in captured.err
+
+
+# --- skewed routing, hot/cold placement, byte floors -----------------------------------------------
+
+
+def test_tiered_popularity_matches_the_seeds_form(epb):
+    weights = epb.popularity("tiered:0.987@0.73", 384)
+    hot = round(0.73 * 384)
+    assert len(weights) == 384 and sum(weights) == pytest.approx(1.0)
+    assert sum(weights[:hot]) == pytest.approx(0.987)
+    assert weights[0] > weights[-1]
+
+
+def test_zipf_popularity_decreases_with_rank(epb):
+    weights = epb.popularity("zipf:1.0", 16)
+    assert weights == sorted(weights, reverse=True) and sum(weights) == pytest.approx(1.0)
+    assert epb.popularity("uniform", 16) is None
+
+
+@pytest.mark.parametrize("bad", ["tiered:1.2@0.5", "tiered:0.9", "zipf:-1", "pareto:2", "tiered:x@y"])
+def test_bad_skew_is_a_usage_error(epb, bad):
+    with pytest.raises(SystemExit):
+        epb.parse_args(["--skew", bad])
+
+
+def test_skewed_routing_lands_on_the_hot_tier(epb):
+    weights = epb.popularity("tiered:0.987@0.73", 384)
+    ids, gates = epb.make_routing(2000, 384, 6, seed=3, weights=weights)
+    hot = round(0.73 * 384)
+    hits = [e < hot for row in ids for e in row]
+    # Sampling without replacement flattens the tiers a little (a token's six experts are
+    # distinct), so the share sits near, not at, 98.7%: far above the 73% of uniform routing.
+    assert 0.95 < sum(hits) / len(hits) <= 1.0
+    assert all(len(set(row)) == 6 for row in ids)
+    assert all(sum(g) == pytest.approx(1.0) for g in gates)
+
+
+def test_skewed_routing_touches_fewer_experts_than_uniform(epb):
+    weights = epb.popularity("zipf:1.2", 384)
+    skewed = epb.make_routing(32, 384, 6, seed=0, weights=weights)[0]
+    uniform = epb.make_routing(32, 384, 6, seed=0)[0]
+    assert len(epb.unique_experts(skewed)) < len(epb.unique_experts(uniform))
+
+
+def test_hot_cold_sends_only_cold_experts_over_the_link(epb):
+    e = 1000
+    row = epb.batch_metrics("hot_cold", 8, [2.0], [40], e, 384 * e, rep_cold=[10], hot_hit_share=0.9)
+    assert row["link_bytes_b8"] == 10 * e and row["expert_bytes_read_b8"] == 40 * e
+    assert row["cold_experts_b8"] == 10 and row["hot_hit_share_b8"] == 0.9
+    uva = epb.batch_metrics("uva", 8, [2.0], [40], e, 384 * e)
+    assert uva["link_bytes_b8"] == 40 * e
+
+
+def test_step_floor_adds_link_and_hbm_bytes(epb):
+    bw = {"hbm_read_gbps": 4000.0, "uva_read_gbps": 50.0, "h2d_memcpy_gbps": 55.0}
+    # 1 GB over a 50 GB/s link plus 3 GB from HBM at 4 TB/s: 20 ms + 0.75 ms.
+    assert epb.step_floor_ms("hot_cold", 4e9, 1e9, bw) == pytest.approx(20.75)
+    assert epb.step_floor_ms("hbm", 4e9, 0, bw) == pytest.approx(1.0)
+    # layer_copy copies the layer by DMA, then reads the selected experts from HBM.
+    assert epb.step_floor_ms("layer_copy", 4e9, 55e9, bw) == pytest.approx(1000 + 1.0)
+    assert epb.step_floor_ms("uva", 4e9, 4e9, {"hbm_read_gbps": None}) is None
+
+
+def test_ceilings_are_added_per_batch(epb):
+    args, result = _fake_result(epb, arm="hot_cold", argv=("--quick", "--hbm-share", "0.5"))
+    for b in args.batch_list:
+        floor = result[f"ceiling_step_ms_b{b}"]
+        assert floor > 0
+        assert result[f"step_over_ceiling_b{b}"] == pytest.approx(result[f"moe_step_ms_b{b}"] / floor)
+    assert result["hbm_experts"] == 192 and result["tokens_per_step"] == 1
+
+
+def test_hbm_share_and_window_are_parsed(epb):
+    a = epb.parse_args(["--arm", "hot_cold", "--hbm-share", "0.25", "--tokens-per-step", "5"])
+    assert (a.n_hot, a.tokens_per_step) == (96, 5)
+    assert "tokens_per_step=5" in epb.config_string(a)
+    with pytest.raises(SystemExit):
+        epb.parse_args(["--hbm-share", "1.5"])
