@@ -7,6 +7,7 @@ import dataclasses
 from recipe_ledger.errors import InputError
 from recipe_ledger.recipes.boxes import load_box
 from recipe_ledger.recipes.catalog import RecipeRoot
+from recipe_ledger.recipes.ceiling import Ceiling, Routing, ceiling_assumptions, decode_ceiling
 from recipe_ledger.recipes.command import CommandRequest, ResolvedCommand, resolve_for_people
 from recipe_ledger.recipes.fit import FitInputs, FitReport, compute_fit, verdict_lines
 
@@ -57,3 +58,44 @@ def fit_report_dict(report: FitReport) -> dict:
     data["fits"] = report.fits
     data["verdict"] = verdict_lines(report)
     return data
+
+
+def predict_ceilings(
+    root: RecipeRoot,
+    report: FitReport,
+    resolved: ResolvedCommand,
+    *,
+    batches: list[int],
+    windows: list[int],
+    measured_multiplier: float | None = None,
+) -> tuple[list[Ceiling], list[str]]:
+    """The link-bound decode ceilings of a fit's expert offload, one per (batch, window), with
+    their assumptions. ``measured_multiplier`` replaces uniform routing's for the largest window."""
+    memory = resolved.loaded.recipe.memory
+    if memory is None or memory.routing is None:
+        raise InputError(
+            f"recipe {resolved.loaded.ref} has no memory.routing (experts per layer, top-k) to predict from",
+            where=resolved.loaded.doc.where(),
+            hint="add memory.routing: {experts_per_layer: E, experts_per_token: K} (see recipes/README.md)",
+        )
+    if report.expert_offload_gib <= 0:
+        raise InputError(
+            f"nothing is offloaded for {resolved.loaded.ref} on {report.box_id}: no link-bound ceiling",
+            hint=f"ledger fit {resolved.loaded.ref} --box {report.box_id} --offload-gb GIB --predict",
+        )
+    box = load_box(root.root / "boxes", report.box_id)
+    measured = {max(windows): measured_multiplier} if measured_multiplier else {}
+    routing = Routing(
+        memory.routing.experts_per_layer,
+        memory.routing.experts_per_token,
+        measured,
+        source="given with --window-multiplier",
+    )
+    link = box.link.bandwidth_gbps
+    ceilings = [
+        decode_ceiling(report.expert_offload_gib, link, routing, batch, window)
+        for window in windows
+        for batch in batches
+    ]
+    link_source = f"box profile {box.id}, {box.link.kind}"
+    return ceilings, ceiling_assumptions(routing, link, link_source, windows)

@@ -265,6 +265,16 @@ class MemoryComponent(_Closed):
     )
 
 
+class RoutingBlock(_Closed):
+    """How a MoE layer routes: what ``ledger fit --predict`` needs to count the expert bytes a
+    decode step reads."""
+
+    experts_per_layer: int = Field(gt=0, le=65536, description="Routed experts in each MoE layer.")
+    experts_per_token: int = Field(
+        gt=0, le=1024, description="Routed experts each token selects (top-k), shared experts excluded."
+    )
+
+
 MEMORY_SCHEMA_VERSION = 1  # the version of our superset block; upstream recipe fields are not ours
 
 
@@ -303,6 +313,9 @@ class MemoryBlock(_Closed):
     kv_fixed_gib: float = Field(default=0.0, description="KV that does not grow with context (windows).")
     activation_reserve_gib: float = Field(
         default=0.0, description="Runtime buffers outside weights and KV (activations, graphs, indexer)."
+    )
+    routing: RoutingBlock | None = Field(
+        default=None, description="MoE routing (experts per layer, top-k), for the throughput ceiling."
     )
 
 
