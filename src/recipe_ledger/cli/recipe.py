@@ -12,7 +12,7 @@ from typing import IO, TYPE_CHECKING
 import click
 
 from recipe_ledger.cli.options import json_option, recipes_given, recipes_option
-from recipe_ledger.cli.output import print_json, print_json_line, print_table
+from recipe_ledger.cli.output import free, print_json, print_json_line, print_table
 from recipe_ledger.errors import InputError, LedgerError
 from recipe_ledger.recipes.catalog import RecipeRoot
 from recipe_ledger.recipes.command import CommandRequest, resolve_for_people, text_for_people
@@ -38,7 +38,7 @@ def list_recipes(recipes: Path, as_json: bool) -> None:
         print_json(rows)
         return
     print_table(
-        ["recipe", "title", "hardware", "variants", "strategies"],
+        ["recipe", free("title"), free("hardware"), free("variants"), free("strategies")],
         [
             [r["name"], r["title"], ", ".join(r["hardware"]), ", ".join(r["variants"]), len(r["strategies"])]
             for r in rows
@@ -87,7 +87,7 @@ def show_recipe(name: str, recipes: Path, as_json: bool) -> None:
         ],
     )
     print_table(
-        ["feature", "opt-in", "conflicts with", "description"],
+        ["feature", "opt-in", free("conflicts with"), free("description")],
         [
             [
                 f,

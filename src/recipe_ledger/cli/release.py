@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from recipe_ledger.cli.options import allow_dirty_option, json_option, root_option, writer_option
-from recipe_ledger.cli.output import print_json, print_json_line, print_table
+from recipe_ledger.cli.output import Column, console, free, print_json, print_json_line, print_table, text
 from recipe_ledger.ledger.models import ReleasePayload
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.ledger.views import allowed_dirty_text
@@ -112,9 +112,9 @@ def list_cmd(as_json: bool, root: Path) -> None:
         return
     rows = [
         [
-            r.payload.lane_title or r.payload.lane,
-            r.payload.version,
+            r.ref,
             r.id[:12],
+            r.payload.lane_title or "",
             r.verification,
             r.status,
             _image_cell(r),
@@ -122,16 +122,19 @@ def list_cmd(as_json: bool, root: Path) -> None:
         ]
         for r in found
     ]
-    print_table(["lane", "version", "id", "verification", "ledger", "image", "numbers"], rows)
+    print_table(
+        [Column("release", key=True), Column("id", key=True), free("lane"), "verification", "ledger"]
+        + ["image", "numbers"],
+        rows,
+    )
     if not found:
         click.echo("(no releases)")
 
 
 def _image_cell(release: catalog.Release) -> str:
+    """The whole image reference: its digest is what tells two releases apart."""
     image = release.payload.image
-    if image is None:
-        return "-"
-    return f"{image.digest[:19]}…" if image.digest else f"{image.ref} (unpinned)"
+    return diffing.image_text(image.model_dump() if image else None)
 
 
 @release.command("show")
@@ -200,9 +203,54 @@ def diff_cmd(a: str, b: str, only_changes: bool, as_json: bool, root: Path) -> N
     if as_json:
         for row in rows:
             print_json_line(
-                {"section": row.section, "name": row.name, "a": row.a, "b": row.b, "same": row.same}
+                {
+                    "section": row.section,
+                    "name": row.name,
+                    "a": row.a,
+                    "b": row.b,
+                    "same": row.same,
+                    "change": row.change,
+                }
             )
         return
-    print_table(
-        ["", "what", ra.ref, rb.ref, ""], [[r.section, r.name, r.a, r.b, "" if r.same else "≠"] for r in rows]
-    )
+    _print_diff(ra.ref, rb.ref, rows)
+
+
+def _print_diff(a: str, b: str, rows: list[diffing.Row]) -> None:
+    """Section by section, one line per row: ``name  A`` when both sides agree, ``name  A -> B
+    change`` when they differ and it fits, else the two values on lines of their own (whole:
+    references and digests are what differ, and they are long)."""
+    from rich.text import Text
+
+    out = console()
+    out.print(Text.assemble(("A ", "bold"), a, ("   B ", "bold"), b))
+    width = max((len(r.name) for r in rows), default=0)
+    section = None
+    for row in rows:
+        if row.section != section:
+            section = row.section
+            out.print(text(section, "bold"))
+        name = f"  {row.name:<{width}}  "
+        if row.same:
+            out.print(Text.assemble(name, (row.a, "dim")))
+            continue
+        line = Text.assemble(name, row.a, " -> ", (row.b, "bold"))
+        if row.change:
+            line.append_text(Text("  ")).append_text(text(row.change, _change_style(row)))
+        if line.cell_len <= out.width:
+            out.print(line)
+        else:
+            out.print(Text.assemble(name.rstrip(), ("  differs", "yellow"), f"  {row.change}".rstrip()))
+            out.print(Text.assemble(("    A ", "bold"), row.a))
+            out.print(Text.assemble(("    B ", "bold"), row.b))
+
+
+def _change_style(row: diffing.Row) -> str:
+    """Green when B is better than A by its metric's direction, red when worse, else plain."""
+    from recipe_ledger import metrics
+
+    better = metrics.direction(row.name) if row.section == "numbers" else None
+    if not row.change or better is None:
+        return ""
+    up = row.change.startswith("+")
+    return "green" if up == (better == "higher") else "red"
