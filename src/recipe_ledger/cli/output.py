@@ -85,7 +85,7 @@ def text(value: Any, style: str | None = None) -> Text:
     if isinstance(value, Text):
         return value
     plain = "" if value is None else str(value)
-    return Text(plain, style=style or STYLES.get(plain, ""))
+    return Text(plain, style=style or STYLES.get(plain) or STYLES.get(plain.lower(), ""))
 
 
 def styled(word: str) -> str:

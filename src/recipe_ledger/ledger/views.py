@@ -244,7 +244,18 @@ def _one(value: Any) -> str:
     return " ".join(str(value).split()) if value not in (None, "") else ""
 
 
-VERDICT_HEADERS = ("arm", "metric", "point", "control", "arm value", "effect", "95% CI", "bar", "outcome")
+VERDICT_HEADERS = (
+    "arm",
+    "metric",
+    "point",
+    "control",
+    "arm value",
+    "effect",
+    "95% CI",
+    "MDE",
+    "bar",
+    "outcome",
+)
 
 
 def verdict_rows(entry: dict[str, Any]) -> list[list[str]]:
@@ -259,7 +270,7 @@ def _bar_row(bar: dict[str, Any]) -> list[str]:
     low, high = bar.get("ci_low"), bar.get("ci_high")
     ci = f"[{metrics.format_effect(low)}, {metrics.format_effect(high)}]" if low is not None else ""
     sign = "+" if bar.get("direction") == "higher" else "-"
-    min_effect = bar.get("min_effect")
+    min_effect, mde = bar.get("min_effect"), bar.get("mde")
     return [
         str(bar.get("candidate", "")),
         metric,
@@ -268,6 +279,7 @@ def _bar_row(bar: dict[str, Any]) -> list[str]:
         metrics.format_value(metric, bar.get("value")),
         metrics.format_effect(bar.get("effect")),
         ci,
+        f"{mde * 100:.1f}%" if isinstance(mde, int | float) else "",
         f"{sign}{abs(min_effect) * 100:g}%" if isinstance(min_effect, int | float) else "",
         str(bar.get("outcome", "")),
     ]
