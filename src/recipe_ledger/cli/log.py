@@ -7,16 +7,20 @@ from pathlib import Path
 
 import click
 
-from recipe_ledger.cli.options import json_option, root_option
+from recipe_ledger.cli.options import LazyChoice, json_option, root_option
 from recipe_ledger.cli.output import free, print_table
 from recipe_ledger.ledger import views
 from recipe_ledger.ledger.fold import STATUSES
-from recipe_ledger.ledger.models import KINDS
 from recipe_ledger.ledger.store import Ledger
 
 
 @click.command("log")
-@click.option("--kind", type=click.Choice(KINDS), default=None, help="Only entries of this kind.")
+@click.option(
+    "--kind",
+    type=LazyChoice("recipe_ledger.ledger.models:KINDS"),
+    default=None,
+    help="Only entries of this kind.",
+)
 @click.option(
     "--status", type=click.Choice(STATUSES), default=None, help="Only entries with this folded status."
 )

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recipe_ledger import metrics
 from recipe_ledger.errors import InputError
 from recipe_ledger.ledger.fold import STATUSES, fold_statuses, referrers
-from recipe_ledger.ledger.models import KINDS
-from recipe_ledger.ledger.store import Ledger
+
+if TYPE_CHECKING:  # the views read plain dicts: `ledger log` need not build the pydantic models
+    from recipe_ledger.ledger.store import Ledger
 
 # The payload field that best says what an entry is about, per kind (first non-empty wins).
 _SUMMARY_FIELDS = {
@@ -61,6 +62,8 @@ def dirty_flag(entry: dict[str, Any]) -> str | None:
 
 def query(ledger: Ledger, *, kind: str | None = None, status: str | None = None) -> list[tuple[dict, str]]:
     """``[(entry, status)]`` oldest first, filtered by kind and folded status."""
+    if kind is not None:
+        from recipe_ledger.ledger.models import KINDS
     if kind is not None and kind not in KINDS:
         raise InputError(f"unknown kind {kind!r}", where="--kind", hint=f"one of: {', '.join(KINDS)}")
     if status is not None and status not in STATUSES:
