@@ -79,9 +79,7 @@ def recipes_root(recipes: Path | None, root: Path | None) -> Path:
     if recipes is not None:
         return recipes
     if root is None:
-        from recipe_ledger.recipes.catalog import default_root
-
-        return default_root()
+        return default_recipes_root(Path.cwd())
     if not (root / "recipes").is_dir() and (root / "taxonomy.yaml").is_file():
         # The old meaning of --root on recipe commands: say what changed rather than "no recipes root".
         raise InputError(
@@ -90,6 +88,18 @@ def recipes_root(recipes: Path | None, root: Path | None) -> Path:
             hint=f"pass --recipes {root}",
         )
     return root / "recipes"
+
+
+def default_recipes_root(start: Path) -> Path:
+    """This project's recipes/ folder, found from ``start`` upwards (relative to ``start`` when
+    below it: messages then name recipes/models/x.yaml:12, not an absolute path). Here rather
+    than in the recipe catalog so that finding it imports no recipe models."""
+    here = start.resolve()
+    for folder in (here, *here.parents):
+        if (folder / "recipes" / "models").is_dir():
+            found = folder / "recipes"
+            return found.relative_to(here) if found.is_relative_to(here) else found
+    return here / "recipes"
 
 
 def writer_name(writer: str | None) -> str:
