@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from recipe_ledger import metrics
 from recipe_ledger.cli import main
-from recipe_ledger.cli.output import Column, choose_layout, free, text
+from recipe_ledger.cli.output import Column, cell_len, choose_layout, free, paint, text
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.releases import catalog
 
@@ -178,10 +178,18 @@ def test_layout_keeps_whole_columns_whole_by_stacking_then_going_vertical():
     assert choose_layout(columns, cells, 12 + 30 + 1) == "vertical"
 
 
-def test_cells_are_text_never_markup():
+def test_cells_print_as_given_and_are_coloured_by_meaning():
     cell = text("[bold]x[/bold] [link=https://x]y[/link]")
-    assert cell.plain == "[bold]x[/bold] [link=https://x]y[/link]" and not cell.spans
+    assert paint(cell, colour=True) == cell.plain  # no style: printed exactly as given
     assert text("regression").style and not text("a regression").style
+    assert COLOUR.search(paint(text("regression"), colour=True)) and paint(text("win"), colour=False) == "win"
+
+
+def test_wide_characters_take_two_columns_in_the_layout():
+    assert cell_len("模型") == 4 and cell_len("e\u0301") == 1
+    columns = [Column("name"), free("title")]
+    assert choose_layout(columns, [[text("模" * 30), text("x")]], 60 + 2 + 5) == "table"  # "title" is 5
+    assert choose_layout(columns, [[text("模" * 30), text("x")]], 60 + 2 + 4) != "table"
 
 
 def test_errors_are_red_on_a_terminal_and_plain_with_no_color(project):

@@ -13,7 +13,18 @@ from pathlib import Path
 import click
 
 from recipe_ledger.cli.options import allow_dirty_option, json_option, root_option, writer_option
-from recipe_ledger.cli.output import Column, console, free, print_json, print_json_line, print_table, text
+from recipe_ledger.cli.output import (
+    Cell,
+    Column,
+    cell_len,
+    echo_line,
+    free,
+    print_json,
+    print_json_line,
+    print_table,
+    text,
+    width,
+)
 from recipe_ledger.ledger.models import ReleasePayload
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.ledger.views import allowed_dirty_text
@@ -220,29 +231,25 @@ def _print_diff(a: str, b: str, rows: list[diffing.Row]) -> None:
     """Section by section, one line per row: ``name  A`` when both sides agree, ``name  A -> B
     change`` when they differ and it fits, else the two values on lines of their own (whole:
     references and digests are what differ, and they are long)."""
-    from rich.text import Text
-
-    out = console()
-    out.print(Text.assemble(("A ", "bold"), a, ("   B ", "bold"), b))
-    width = max((len(r.name) for r in rows), default=0)
+    echo_line(Cell("A ", "bold"), a, Cell("   B ", "bold"), b)
+    name_width = max((len(r.name) for r in rows), default=0)
     section = None
     for row in rows:
         if row.section != section:
             section = row.section
-            out.print(text(section, "bold"))
-        name = f"  {row.name:<{width}}  "
+            echo_line(Cell(section, "bold"))
+        name = f"  {row.name:<{name_width}}  "
         if row.same:
-            out.print(Text.assemble(name, (row.a, "dim")))
+            echo_line(name, Cell(row.a, "dim"))
             continue
-        line = Text.assemble(name, row.a, " -> ", (row.b, "bold"))
-        if row.change:
-            line.append_text(Text("  ")).append_text(text(row.change, _change_style(row)))
-        if line.cell_len <= out.width:
-            out.print(line)
+        change = [Cell("  "), text(row.change, _change_style(row))] if row.change else []
+        line = [name, row.a, " -> ", Cell(row.b, "bold"), *change]
+        if cell_len("".join(p if isinstance(p, str) else p.plain for p in line)) <= width():
+            echo_line(*line)
         else:
-            out.print(Text.assemble(name.rstrip(), ("  differs", "yellow"), f"  {row.change}".rstrip()))
-            out.print(Text.assemble(("    A ", "bold"), row.a))
-            out.print(Text.assemble(("    B ", "bold"), row.b))
+            echo_line(name.rstrip(), Cell("  differs", "yellow"), *change)
+            echo_line(Cell("    A ", "bold"), row.a)
+            echo_line(Cell("    B ", "bold"), row.b)
 
 
 def _change_style(row: diffing.Row) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from recipe_ledger.cli.options import json_option, root_option
-from recipe_ledger.cli.output import Column, console, free, print_table, text
+from recipe_ledger.cli.output import Cell, Column, echo_line, free, print_table, text
 from recipe_ledger.errors import LedgerError
 from recipe_ledger.ledger import views
 from recipe_ledger.ledger.models import load_payload
@@ -33,13 +33,10 @@ def show(entry_id: str, as_json: bool, root: Path) -> None:
 def _print_summary(found: dict) -> None:
     """Status first, then what the entry is, its verdict table (or a release's numbers), what it
     refers to and what refers to it. The raw entry is one flag away (--json)."""
-    from rich.text import Text
-
     entry = found["entry"]
-    out = console()
-    out.print(Text.assemble(("status: ", "bold"), text(found["status"]), _status_reason(found)))
+    echo_line(Cell("status: ", "bold"), text(found["status"]), _status_reason(found))
     for label, value in views.outline(entry):
-        out.print(Text.assemble((f"{label}: ", "bold"), text(value)))
+        echo_line(Cell(f"{label}: ", "bold"), text(value))
     bars = views.verdict_rows(entry)
     if bars:
         keys = [Column(h, key=True) for h in views.VERDICT_HEADERS[:3]]
@@ -49,7 +46,7 @@ def _print_summary(found: dict) -> None:
         print_table(["number", "value", "point", "result"], numbers, "numbers")
     _print_refs("refers to", found["refers_to"])
     _print_refs("referred to by", found["referred_by"])
-    out.print(text(f"raw entry: ledger show {entry['id'][:12]} --json", "dim"))
+    echo_line(Cell(f"raw entry: ledger show {entry['id'][:12]} --json", "dim"))
 
 
 def _status_reason(found: dict) -> str:
