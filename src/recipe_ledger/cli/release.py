@@ -86,7 +86,9 @@ def publish_cmd(
     )
     payload = entry["payload"]
     state = "verified" if payload["verified"] else "UNVERIFIED"
-    click.echo(f"release {payload['lane']}@{payload['version']} published as {entry['id'][:12]}: {state}")
+    echo_line(
+        f"release {payload['lane']}@{payload['version']} published as {entry['id'][:12]}: ", text(state)
+    )
     for reason in payload.get("unverified", []):
         click.echo(f"  unverified: {reason}")
     for note in payload.get("notes", []):
@@ -100,7 +102,9 @@ def publish_cmd(
 def _print_preview(preview: publishing.Preview, lane: str, version: str) -> None:
     p = preview.payload
     state = "verified" if p.verified else "UNVERIFIED"
-    click.echo(f"dry run: release {p.lane}@{p.version} would be published {state}; nothing was written")
+    echo_line(
+        f"dry run: release {p.lane}@{p.version} would be published ", text(state), "; nothing was written"
+    )
     for reason in p.unverified:
         click.echo(f"  unverified: {reason}")
     for note in p.notes:
@@ -164,10 +168,15 @@ def show_cmd(ref: str, as_json: bool, root: Path) -> None:
 
 
 def _print_release(found: catalog.Release) -> None:
+    from recipe_ledger import metrics
+
     p = found.payload
-    click.echo(
-        f"{p.lane_title or p.lane} {p.version} ({found.ref}) — {found.id[:12]}, {found.verification}, "
-        f"ledger status {found.status}" + (", imported" if found.imported else "")
+    echo_line(
+        f"{p.lane_title or p.lane} {p.version} ({found.ref}) — {found.id[:12]}, ",
+        text(found.verification),
+        ", ledger status ",
+        text(found.status),
+        ", imported" if found.imported else "",
     )
     for change in p.changes:
         click.echo(f"  change: {change}")
@@ -183,7 +192,7 @@ def _print_release(found: catalog.Release) -> None:
         )
     for name, value in p.metrics.items():
         if name not in {n.name for n in p.numbers}:
-            click.echo(f"  number: {name} = {value:.6g} (no result entry)")
+            click.echo(f"  number: {name} = {value:.6g} {metrics.unit(name)}".rstrip() + " (no result entry)")
 
 
 def _print_pins(p: ReleasePayload) -> None:
