@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 WIDTHS = (80, 120, 200)
 MISTRAL = ("mistralai/Mistral-Medium-3.5-128B", "mistralai/Mistral-Small-4-119B-2603")
 HOSTILE_NOTE = "parser leaks [/THINK] and [link=https://x]y[/link] into [bold]the log"
+ESCAPING_NOTE = "see \x1b]8;;https://evil.example\x07the docs\x1b]8;;\x07 and \x1b[31mred\x1b[0m"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 COLOUR = re.compile(r"\x1b\[(?:[0-9]+;)*(?:3[0-7]|9[0-7])[;m]")  # a foreground colour (bold is not one)
 HYPERLINK = "\x1b]8;"
@@ -40,6 +41,7 @@ def project(tmp_path_factory) -> Path:
         shutil.copy(REPO / "ledger" / chain, root / "ledger" / chain)
     added = ledger(root, "note", HOSTILE_NOTE, "--writer", "a-rather-long-writer-name-for-a-box")
     assert added.exit_code == 0, added.output
+    assert ledger(root, "note", ESCAPING_NOTE, "--writer", "box-b").exit_code == 0
     return root
 
 
@@ -201,3 +203,13 @@ def test_errors_are_red_on_a_terminal_and_plain_with_no_color(project):
     assert coloured.exit_code == plain.exit_code == 2
     assert COLOUR.search(coloured.output) and ANSI.sub("", coloured.output) == plain.output
     assert plain.output.startswith("error: ") and len(plain.output.splitlines()) == 1
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_terminal_escapes_in_user_text_are_shown_not_obeyed(project, columns):
+    note = next(e for e in entries(project) if e["payload"].get("text") == ESCAPING_NOTE)
+    for args in (["log"], ["show", note["id"]]):
+        shown = ledger(project, *args, columns=columns, FORCE_COLOR="1")
+        assert shown.exit_code == 0, shown.output
+        assert "\\x1b]8;;https://evil.example\\x07" in "".join(ANSI.sub("", shown.output).split())
+        assert HYPERLINK not in shown.output and "\x1b[31mred" not in shown.output

@@ -98,11 +98,30 @@ def cell_len(value: str) -> int:
     )
 
 
+_WHITESPACE = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
+_BLANKS = str.maketrans({"\t": " ", "\r": " "})
+
+
+def printable(value: str, *, newlines: bool = False) -> str:
+    """``value`` safe to write to a terminal: tabs and carriage returns become spaces, newlines
+    too unless ``newlines``, and every other control character (ESC above all: ``ESC ]8;;URL`` is a
+    terminal hyperlink, ``ESC [`` recolours the screen) is shown as its escape, ``\\x1b``,
+    instead of being obeyed."""
+    if value.isprintable():
+        return value
+    kept = "\n" if newlines else ""
+    value = value.translate(_WHITESPACE if not newlines else _BLANKS)
+    return "".join(
+        ch if ch.isprintable() or ch in kept else ch.encode("unicode_escape").decode("ascii") for ch in value
+    )
+
+
 def text(value: Any, style: str | None = None) -> Cell:
-    """``value`` as a cell, styled by ``style`` or by what the word means (``STYLES``)."""
+    """``value`` as a cell (printable: see ``printable``), styled by ``style`` or by what the word
+    means (``STYLES``)."""
     if isinstance(value, Cell):
         return value
-    plain = "" if value is None else str(value)
+    plain = printable("" if value is None else str(value))
     return Cell(plain, style or STYLES.get(plain) or STYLES.get(plain.lower(), ""))
 
 
@@ -139,9 +158,12 @@ def styled(word: str) -> str:
 
 
 def echo_line(*parts: str | Cell) -> None:
-    """One line from plain strings and styled cells."""
+    """One line from plain strings (made printable, newlines kept) and styled cells."""
     colour = colour_on()
-    click.echo("".join(paint(text(p, "") if isinstance(p, str) else p, colour) for p in parts), color=colour)
+    click.echo(
+        "".join(paint(Cell(printable(p, newlines=True)) if isinstance(p, str) else p, colour) for p in parts),
+        color=colour,
+    )
 
 
 def print_table(
@@ -158,7 +180,7 @@ def print_table(
     styles = [s or "" for s in row_styles] if row_styles is not None else [""] * len(cells)
     page = width()
     if title:
-        echo_line(Cell(title, "bold"))
+        echo_line(text(title, "bold"))
     layout = choose_layout(columns, cells, page)
     lines = {"table": _table_lines, "stacked": _stacked_lines, "vertical": _vertical_lines}[layout](
         columns, cells, styles, page

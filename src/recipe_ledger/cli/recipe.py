@@ -12,7 +12,7 @@ from typing import IO, TYPE_CHECKING
 import click
 
 from recipe_ledger.cli.options import json_option, recipes_given, recipes_option
-from recipe_ledger.cli.output import free, print_json, print_json_line, print_table
+from recipe_ledger.cli.output import echo_line, free, print_json, print_json_line, print_table
 from recipe_ledger.errors import InputError, LedgerError
 
 # Each command imports the part of the recipe engine it uses: `render` (the batch resolver, timed
@@ -74,15 +74,15 @@ def show_recipe(name: str, recipes: Path, as_json: bool) -> None:
     if as_json:
         print_json(recipe.model_dump(mode="json", exclude_none=True))
         return
-    click.echo(f"{recipe.meta.title}  ({loaded.ref})")
-    click.echo(
+    echo_line(f"{recipe.meta.title}  ({loaded.ref})")
+    echo_line(
         f"model: {recipe.model.model_id}   {recipe.model.parameter_count or ''} "
         f"{recipe.model.architecture or ''}".rstrip()
     )
-    click.echo(recipe.meta.description)
+    echo_line(recipe.meta.description)
     hardware = ", ".join(f"{hw} ({state})" for hw, state in recipe.meta.hardware.items()) or "-"
-    click.echo(f"hardware: {hardware}")
-    click.echo(f"strategies: {', '.join(recipe.compatible_strategies) or '-'}")
+    echo_line(f"hardware: {hardware}")
+    echo_line(f"strategies: {', '.join(recipe.compatible_strategies) or '-'}")
     print_table(
         ["variant", "precision", "vram_minimum_gb", "model"],
         [
@@ -104,7 +104,7 @@ def show_recipe(name: str, recipes: Path, as_json: bool) -> None:
     )
     if recipe.memory:
         total = sum(c.stored_gib for c in recipe.memory.components)
-        click.echo(
+        echo_line(
             f"memory: {len(recipe.memory.components)} components, {total:.1f} GiB "
             f"(ledger fit {name} --box BOX)"
         )

@@ -90,13 +90,13 @@ def publish_cmd(
         f"release {payload['lane']}@{payload['version']} published as {entry['id'][:12]}: ", text(state)
     )
     for reason in payload.get("unverified", []):
-        click.echo(f"  unverified: {reason}")
+        echo_line(f"  unverified: {reason}")
     for note in payload.get("notes", []):
-        click.echo(f"  note: {note}")
+        echo_line(f"  note: {note}")
     summary = allowed_dirty_text(entry.get("git"))
     if summary:
-        click.echo(f"  {summary}")
-    click.echo(f"next: ledger reproduce {payload['lane']}@{payload['version']}")
+        echo_line(f"  {summary}")
+    echo_line(f"next: ledger reproduce {payload['lane']}@{payload['version']}")
 
 
 def _print_preview(preview: publishing.Preview, lane: str, version: str) -> None:
@@ -106,13 +106,13 @@ def _print_preview(preview: publishing.Preview, lane: str, version: str) -> None
         f"dry run: release {p.lane}@{p.version} would be published ", text(state), "; nothing was written"
     )
     for reason in p.unverified:
-        click.echo(f"  unverified: {reason}")
+        echo_line(f"  unverified: {reason}")
     for note in p.notes:
-        click.echo(f"  note: {note}")
+        echo_line(f"  note: {note}")
     _print_pins(p)
     if preview.tree_refusal:
-        click.echo(f"  refused without --allow-dirty: {preview.tree_refusal}")
-    click.echo(f"next: ledger release publish {lane} {version} --from ... (without --dry-run)")
+        echo_line(f"  refused without --allow-dirty: {preview.tree_refusal}")
+    echo_line(f"next: ledger release publish {lane} {version} --from ... (without --dry-run)")
 
 
 @release.command("list")
@@ -179,34 +179,34 @@ def _print_release(found: catalog.Release) -> None:
         ", imported" if found.imported else "",
     )
     for change in p.changes:
-        click.echo(f"  change: {change}")
+        echo_line(f"  change: {change}")
     for reason in p.unverified:
-        click.echo(f"  unverified: {reason}")
+        echo_line(f"  unverified: {reason}")
     for note in p.notes:
-        click.echo(f"  note: {note}")
+        echo_line(f"  note: {note}")
     _print_pins(p)
     for number in p.numbers:
         link = f" (result {number.result[:12]}, {len(number.samples)} samples)" if number.result else ""
-        click.echo(
+        echo_line(
             f"  number: {number.name} = {number.value:.6g}{' ' + number.unit if number.unit else ''}{link}"
         )
     for name, value in p.metrics.items():
         if name not in {n.name for n in p.numbers}:
-            click.echo(f"  number: {name} = {value:.6g} {metrics.unit(name)}".rstrip() + " (no result entry)")
+            echo_line(f"  number: {name} = {value:.6g} {metrics.unit(name)}".rstrip() + " (no result entry)")
 
 
 def _print_pins(p: ReleasePayload) -> None:
     """Image, model, scripts, box, k-schedule and command: what a release pins."""
     pins = catalog.pins_summary(catalog.Release({}, p, "draft"))
-    click.echo(f"  image: {diffing.image_text(pins['image'])}")
-    click.echo(f"  model: {diffing._model(pins['model'])}")
+    echo_line(f"  image: {diffing.image_text(pins['image'])}")
+    echo_line(f"  model: {diffing._model(pins['model'])}")
     for path, blob in pins["scripts"].items():
-        click.echo(f"  script: {path} {blob}")
+        echo_line(f"  script: {path} {blob}")
     if p.box:
-        click.echo("  box: " + ", ".join(f"{k}={v}" for k, v in p.box.items()))
-    click.echo(f"  k-schedule: {diffing.k_schedule(p)}")
+        echo_line("  box: " + ", ".join(f"{k}={v}" for k, v in p.box.items()))
+    echo_line(f"  k-schedule: {diffing.k_schedule(p)}")
     if p.command:
-        click.echo(f"  command: {p.command}")
+        echo_line(f"  command: {p.command}")
 
 
 @release.command("diff")
@@ -249,10 +249,10 @@ def _print_diff(a: str, b: str, rows: list[diffing.Row]) -> None:
             echo_line(Cell(section, "bold"))
         name = f"  {row.name:<{name_width}}  "
         if row.same:
-            echo_line(name, Cell(row.a, "dim"))
+            echo_line(name, text(row.a, "dim"))
             continue
         change = [Cell("  "), text(row.change, _change_style(row))] if row.change else []
-        line = [name, row.a, " -> ", Cell(row.b, "bold"), *change]
+        line = [name, row.a, " -> ", text(row.b, "bold"), *change]
         if cell_len("".join(p if isinstance(p, str) else p.plain for p in line)) <= width():
             echo_line(*line)
         else:
