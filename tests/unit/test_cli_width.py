@@ -82,6 +82,10 @@ def test_show_says_the_status_first_then_a_verdict_table_with_units_and_signed_e
         assert metrics.format_value(bar["metric"], bar["control"]) in shown.output
         assert metrics.format_effect(bar["effect"]) in shown.output
         assert bar["outcome"] in shown.output
+    headline = {k: v for k, v in result["payload"]["metrics"].items() if k.endswith(".output_tps_total")}
+    assert headline  # a headline metric: every arm's median at every point, with its unit
+    for key, value in headline.items():
+        assert metrics.format_value("output_tps_total", value) in shown.output, key
     raw = ledger(project, "show", result["id"][:10], "--json")
     assert json.loads(raw.output)["entry"] == result
 

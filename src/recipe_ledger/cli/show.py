@@ -41,6 +41,9 @@ def _print_summary(found: dict) -> None:
     if bars:
         keys = [Column(h, key=True) for h in views.VERDICT_HEADERS[:3]]
         print_table([*keys, *views.VERDICT_HEADERS[3:]], bars, "verdict by bar")
+    headers, medians = views.median_table(entry)
+    if medians:
+        print_table([Column(h, key=h in ("metric", "point")) for h in headers], medians, "medians")
     numbers = views.release_number_rows(entry)
     if numbers:
         print_table(["number", "value", "point", "result"], numbers, "numbers")

@@ -184,7 +184,7 @@ def _result_outline(payload: dict[str, Any]) -> list[tuple[str, str]]:
         ("verdict", _one(payload.get("verdict"))),
         ("what", _one(payload.get("text"))),
         ("experiment", ran),
-        ("metrics", f"{len(payload.get('metrics') or {})} medians (ledger show ID --json)"),
+        ("metrics", f"{len(payload.get('metrics') or {})} medians kept (all of them: --json)"),
     ]
 
 
@@ -286,6 +286,26 @@ def _bar_row(bar: dict[str, Any]) -> list[str]:
         f"{sign}{abs(min_effect) * 100:g}%" if isinstance(min_effect, int | float) else "",
         str(bar.get("outcome", "")),
     ]
+
+
+def median_table(entry: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """A result's headline medians (``metrics.headline``) as ``(headers, rows)``: one row per
+    metric and point, one column per arm (the control first), values with their units; empty
+    when the result keeps no ``<arm>.c<point>.<metric>`` medians."""
+    found: dict[tuple[str, int], dict[str, float]] = {}
+    for key, value in ((entry.get("payload") or {}).get("metrics") or {}).items():
+        parsed = metrics.parse_summary_key(key)
+        if parsed and isinstance(value, int | float):
+            arm, point, metric = parsed
+            found.setdefault((metric, point), {})[arm] = value
+    shown = set(metrics.headline({metric for metric, _ in found}))
+    arms = sorted({arm for values in found.values() for arm in values}, key=lambda a: (a != "control", a))
+    rows = [
+        [metric, str(point), *(metrics.format_value(metric, found[(metric, point)].get(arm)) for arm in arms)]
+        for metric, point in sorted(found, key=lambda mp: (mp[0], mp[1]))
+        if metric in shown
+    ]
+    return (["metric", "point", *arms], rows) if rows else ([], [])
 
 
 def release_number_rows(entry: dict[str, Any]) -> list[list[str]]:
