@@ -175,26 +175,26 @@ def print_table(
 ) -> None:
     """``rows`` under ``headers`` (a plain string header is a whole column), as a table when it
     fits the width, else stacked, else one ``header: value`` line per cell."""
-    columns = [h if isinstance(h, Column) else Column(h) for h in headers]
-    cells = [[text(cell) for cell in row] for row in rows]
-    styles = [s or "" for s in row_styles] if row_styles is not None else [""] * len(cells)
-    page = width()
+    grid = Grid(
+        [h if isinstance(h, Column) else Column(h) for h in headers],
+        [[text(cell) for cell in row] for row in rows],
+        [s or "" for s in row_styles] if row_styles is not None else [""] * len(rows),
+        colour_on(),
+    )
     if title:
         echo_line(text(title, "bold"))
-    layout = choose_layout(columns, cells, page)
-    lines = {"table": _table_lines, "stacked": _stacked_lines, "vertical": _vertical_lines}[layout](
-        columns, cells, styles, page
-    )
-    colour = colour_on()
-    for line in lines:
-        click.echo("".join(paint(part, colour) for part in line).rstrip(), color=colour)
+    page = width()
+    layout = choose_layout(grid.columns, grid.cells, page)
+    lines = {"table": grid.table, "stacked": grid.stacked, "vertical": grid.vertical}[layout](page)
+    for start in range(0, len(lines), 1000):  # one write per thousand lines: `ledger log` at 100k entries
+        click.echo("\n".join(lines[start : start + 1000]), color=grid.colour)
 
 
 def choose_layout(columns: Sequence[Column], cells: Sequence[Sequence[Cell]], page: int) -> str:
     """ "table" when every whole column fits at full length beside the free ones (each at least
     ``MIN_FREE`` wide or its longest cell); "stacked" when at least the whole cells fit on one line;
     else "vertical"."""
-    widths = _natural_widths(columns, cells)
+    widths = _natural_widths(columns, [[c.width for c in row] for row in cells])
     whole = [w for w, c in zip(widths, columns, strict=True) if c.whole]
     needed = sum(whole) + sum(min(w, MIN_FREE) for w, c in zip(widths, columns, strict=True) if not c.whole)
     if needed + GAP * (len(columns) - 1) <= page:
@@ -204,11 +204,8 @@ def choose_layout(columns: Sequence[Column], cells: Sequence[Sequence[Cell]], pa
     return "vertical"
 
 
-def _natural_widths(columns: Sequence[Column], cells: Sequence[Sequence[Cell]]) -> list[int]:
-    return [
-        cell_len(c.header) if not cells else max(cell_len(c.header), *(row[i].width for row in cells))
-        for i, c in enumerate(columns)
-    ]
+def _natural_widths(columns: Sequence[Column], widths: Sequence[Sequence[int]]) -> list[int]:
+    return [max([cell_len(c.header), *(row[i] for row in widths)]) for i, c in enumerate(columns)]
 
 
 def _free_widths(columns: Sequence[Column], natural: list[int], page: int) -> list[int]:
@@ -227,76 +224,108 @@ def _free_widths(columns: Sequence[Column], natural: list[int], page: int) -> li
 
 
 def _fold(value: str, size: int) -> list[str]:
-    return textwrap.wrap(value, size, break_on_hyphens=False) or [""]
-
-
-def _pad(cell: Cell, size: int) -> Cell:
-    return Cell(cell.plain + " " * (size - cell.width), cell.style)
-
-
-def _table_lines(columns, cells, styles, page) -> list[list[Cell]]:
-    widths = _free_widths(columns, _natural_widths(columns, cells), page)
-    gap = Cell(" " * GAP)
-    lines = [_joined([_pad(Cell(c.header, "bold"), w) for c, w in zip(columns, widths, strict=True)], gap)]
-    for row, style in zip(cells, styles, strict=True):
-        folded = [
-            [cell.plain] if column.whole else _fold(cell.plain, size)
-            for cell, column, size in zip(row, columns, widths, strict=True)
-        ]
-        for k in range(max(len(f) for f in folded)):
-            parts = [
-                _pad(Cell(f[k] if k < len(f) else "", f"{cell.style} {style}".strip()), size)
-                for f, cell, size in zip(folded, row, widths, strict=True)
-            ]
-            lines.append(_joined(parts, gap))
+    """``value`` in lines of at most ``size`` columns, broken at spaces (a longer word is cut into
+    pieces). A greedy loop for ASCII, which is nearly all of it: textwrap costs 3x as much."""
+    if not value.isascii():
+        return textwrap.wrap(value, size, break_on_hyphens=False) or [""]
+    lines: list[str] = []
+    line = ""
+    for word in value.split():
+        while len(word) > size:
+            if line:
+                lines.append(line)
+                line = ""
+            lines.append(word[:size])
+            word = word[size:]
+        if not line:
+            line = word
+        elif len(line) + 1 + len(word) <= size:
+            line = f"{line} {word}"
+        else:
+            lines.append(line)
+            line = word
+    if line or not lines:
+        lines.append(line)
     return lines
 
 
-def _joined(parts: list[Cell], gap: Cell) -> list[Cell]:
-    out: list[Cell] = []
-    for part in parts:
-        if out:
-            out.append(gap)
-        out.append(part)
-    return out
+@dataclass
+class Grid:
+    """Rows of cells laid out three ways, each giving the lines to print (painted when ``colour``)."""
 
+    columns: list[Column]
+    cells: list[list[Cell]]
+    styles: list[str]
+    colour: bool
 
-def _stacked_lines(columns, cells, styles, page) -> list[list[Cell]]:
-    """Per row: the whole cells on one line, then each free cell folded below it, indented (with
-    its header when there is more than one free column)."""
-    labelled = sum(not c.whole for c in columns) > 1
-    lines = []
-    for row, style in zip(cells, styles, strict=True):
-        whole = [
-            Cell(cell.plain, f"{cell.style} {style}".strip())
-            for cell, c in zip(row, columns, strict=True)
-            if c.whole
+    def __post_init__(self) -> None:
+        self.widths = [[cell.width for cell in row] for row in self.cells]  # measured once
+
+    def _paint(self, plain: str, style: str, pad: int = 0) -> str:
+        padded = plain + " " * pad if pad > 0 else plain
+        return paint(Cell(padded, style), self.colour) if self.colour and style else padded
+
+    def table(self, page: int) -> list[str]:
+        sizes = _free_widths(self.columns, _natural_widths(self.columns, self.widths), page)
+        gap = " " * GAP
+        headers = [
+            self._paint(c.header, "bold", size - cell_len(c.header))
+            for c, size in zip(self.columns, sizes, strict=True)
         ]
-        lines.append(_joined(whole, Cell(" " * GAP)))
-        for cell, column in zip(row, columns, strict=True):
-            if column.whole or not cell.plain:
+        lines = [gap.join(headers).rstrip()]
+        for row, measured, style in zip(self.cells, self.widths, self.styles, strict=True):
+            if all(
+                w <= size for w, size in zip(measured, sizes, strict=True)
+            ):  # the common case: nothing folds
+                parts = [
+                    self._paint(cell.plain, f"{cell.style} {style}".strip(), size - w)
+                    for cell, w, size in zip(row, measured, sizes, strict=True)
+                ]
+                lines.append(gap.join(parts).rstrip())
                 continue
-            label = f"{column.header}: " if labelled else ""
-            for folded in _fold(label + cell.plain, max(MIN_FREE, page - 4)):
-                lines.append([Cell(f"    {folded}", style)])
-    return lines
+            folded = [_fold(cell.plain, size) for cell, size in zip(row, sizes, strict=True)]
+            for k in range(max(len(f) for f in folded)):
+                parts = []
+                for f, cell, size in zip(folded, row, sizes, strict=True):
+                    piece = f[k] if k < len(f) else ""
+                    parts.append(self._paint(piece, f"{cell.style} {style}".strip(), size - cell_len(piece)))
+                lines.append(gap.join(parts).rstrip())
+        return lines
 
+    def stacked(self, page: int) -> list[str]:
+        """Per row: the whole cells on one line, then each free cell folded below it, indented
+        (with its header when there is more than one free column)."""
+        labelled = sum(not c.whole for c in self.columns) > 1
+        lines = []
+        for row, style in zip(self.cells, self.styles, strict=True):
+            whole = [
+                self._paint(cell.plain, f"{cell.style} {style}".strip())
+                for cell, c in zip(row, self.columns, strict=True)
+                if c.whole
+            ]
+            lines.append((" " * GAP).join(whole))
+            for cell, column in zip(row, self.columns, strict=True):
+                if column.whole or not cell.plain:
+                    continue
+                label = f"{column.header}: " if labelled else ""
+                for folded in _fold(label + cell.plain, max(MIN_FREE, page - 4)):
+                    lines.append(self._paint(f"    {folded}", style))
+        return lines
 
-def _vertical_lines(columns, cells, styles, page) -> list[list[Cell]]:
-    """Per row: its key cells on a heading line, then ``header: value`` for every other non-empty
-    cell, each on its own line and never cut (the terminal wraps what is wider than it)."""
-    keys = [i for i, c in enumerate(columns) if c.key] or [0]
-    lines: list[list[Cell]] = []
-    for number, (row, style) in enumerate(zip(cells, styles, strict=True)):
-        if number:
-            lines.append([])
-        lines.append(_joined([Cell(row[i].plain, f"bold {style}".strip()) for i in keys], Cell(" " * GAP)))
-        for i, (cell, column) in enumerate(zip(row, columns, strict=True)):
-            if i not in keys and cell.plain:
-                lines.append(
-                    [Cell(f"  {column.header}: ", "dim"), Cell(cell.plain, f"{cell.style} {style}".strip())]
-                )
-    return lines
+    def vertical(self, page: int) -> list[str]:
+        """Per row: its key cells on a heading line, then ``header: value`` for every other
+        non-empty cell, each on its own line and never cut (the terminal wraps what is wider)."""
+        keys = [i for i, c in enumerate(self.columns) if c.key] or [0]
+        lines: list[str] = []
+        for number, (row, style) in enumerate(zip(self.cells, self.styles, strict=True)):
+            if number:
+                lines.append("")
+            lines.append((" " * GAP).join(self._paint(row[i].plain, f"bold {style}".strip()) for i in keys))
+            for i, (cell, column) in enumerate(zip(row, self.columns, strict=True)):
+                if i not in keys and cell.plain:
+                    label = self._paint(f"  {column.header}: ", "dim")
+                    lines.append(label + self._paint(cell.plain, f"{cell.style} {style}".strip()))
+        return lines
 
 
 def console() -> Console:
