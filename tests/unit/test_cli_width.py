@@ -217,3 +217,14 @@ def test_terminal_escapes_in_user_text_are_shown_not_obeyed(project, columns):
         assert shown.exit_code == 0, shown.output
         assert "\\x1b]8;;https://evil.example\\x07" in "".join(ANSI.sub("", shown.output).split())
         assert HYPERLINK not in shown.output and "\x1b[31mred" not in shown.output
+
+
+@pytest.mark.parametrize("size", [5, 12, 20, 47])
+def test_folding_keeps_every_character_and_the_width(size):
+    from recipe_ledger.cli.output import _fold
+
+    values = [HOSTILE_NOTE, "x" * 60 + " tail", "", "one", "模型 " * 20, "a  b\u00a0c " * 9]
+    for value in values:
+        lines = _fold(value, size)
+        assert lines and all(cell_len(line) <= size for line in lines), (value, lines)
+        assert "".join("".join(line.split()) for line in lines) == "".join(value.split())
