@@ -17,7 +17,7 @@ from recipe_ledger.ledger.store import Ledger
 
 @click.command("show")
 @click.argument("entry_id", metavar="ID")
-@json_option("Print entry, status and referrers as one JSON object.")
+@json_option("The raw entry, its status, what it refers to and what refers to it, as one JSON object.")
 @root_option
 def show(entry_id: str, as_json: bool, root: Path) -> None:
     """Show entry ID (or a unique id prefix), its status and everything that refers to it."""
