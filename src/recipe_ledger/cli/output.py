@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -91,6 +89,8 @@ def cell_len(value: str) -> int:
     """Terminal columns ``value`` takes: wide (East Asian) characters count two, combining none."""
     if value.isascii():
         return len(value)
+    import unicodedata  # only for text beyond ASCII: start-up stays light
+
     return sum(
         0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
         for ch in value
@@ -137,7 +137,10 @@ def width() -> int:
     if columns.isdigit() and int(columns) > 0:
         return int(columns)
     if sys.stdout.isatty():
-        return shutil.get_terminal_size().columns
+        try:
+            return os.get_terminal_size(sys.stdout.fileno()).columns
+        except (OSError, ValueError):  # a terminal that will not say its size
+            return 80
     return PIPED_WIDTH
 
 
