@@ -101,3 +101,17 @@ def test_a_command_s_help_imports_its_module_and_not_the_others():
     others = {_command_module(name) for name in COMMANDS} - {"recipe_ledger.cli.log"}
     assert not loaded & others
     assert not loaded & {"recipe_ledger.recipes.models", "recipe_ledger.tracking", "docker", "mlflow", "git"}
+
+
+def test_render_imports_neither_pydantic_models_nor_the_linter(tmp_path):
+    # `recipe render` is timed against recipes.vllm.ai's builder: its imports are part of the figure.
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("")
+    loaded = _modules_after(["recipe", "render", "--batch", str(cases)])
+    assert "recipe_ledger.recipes.corpus" in loaded
+    assert not loaded & {"pydantic", "recipe_ledger.recipes.models", "recipe_ledger.recipes.lint", "rich"}
+
+
+def test_log_finds_its_root_without_gitpython_and_prints_without_rich():
+    loaded = _modules_after(["log"])  # run in this checkout: the root is its git top level
+    assert "recipe_ledger.cli.log" in loaded and not loaded & {"git", "rich"}

@@ -15,6 +15,7 @@ Each module is named after its command (``cli/log.py`` is ``ledger log``, ``cli/
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Any, NamedTuple
 
@@ -109,6 +110,14 @@ def _short_help(summary: str, limit: int) -> str:
     return click.Command(None, help=summary).get_short_help_str(limit)
 
 
+def _error_prefix() -> str:
+    """ "error:", red on a terminal (click.echo drops the colour when stderr is not one) unless
+    NO_COLOR is set."""
+    if os.environ.get("NO_COLOR"):
+        return "error:"
+    return click.style("error:", fg="red", bold=True)
+
+
 class LedgerGroup(click.Group):
     """The top-level group: loads commands lazily from ``COMMANDS`` (click's LazyGroup pattern) and
     turns a LedgerError into one line on stderr and its exit code."""
@@ -132,7 +141,7 @@ class LedgerGroup(click.Group):
         try:
             return super().invoke(ctx)
         except LedgerError as error:
-            click.echo(f"error: {error.one_line()}", err=True)
+            click.echo(f"{_error_prefix()} {error.one_line()}", err=True)
             ctx.exit(error.exit_code)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)

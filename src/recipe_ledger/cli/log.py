@@ -7,15 +7,20 @@ from pathlib import Path
 
 import click
 
-from recipe_ledger.cli.options import json_option, root_option
+from recipe_ledger.cli.options import LazyChoice, json_option, root_option
+from recipe_ledger.cli.output import free, print_table
 from recipe_ledger.ledger import views
 from recipe_ledger.ledger.fold import STATUSES
-from recipe_ledger.ledger.models import KINDS
 from recipe_ledger.ledger.store import Ledger
 
 
 @click.command("log")
-@click.option("--kind", type=click.Choice(KINDS), default=None, help="Only entries of this kind.")
+@click.option(
+    "--kind",
+    type=LazyChoice("recipe_ledger.ledger.models:KINDS"),
+    default=None,
+    help="Only entries of this kind.",
+)
 @click.option(
     "--status", type=click.Choice(STATUSES), default=None, help="Only entries with this folded status."
 )
@@ -33,28 +38,21 @@ def log(kind: str | None, status: str | None, as_json: bool, root: Path) -> None
 
 
 def _print_table(rows: list[tuple[dict, str]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(soft_wrap=False)
-    if not console.is_terminal:
-        console = Console(soft_wrap=False, width=160)  # piped: a fixed width, not rich's 80 columns
-    table = Table(box=None, pad_edge=False)
-    for column in ("id", "time (UTC)", "writer", "kind", "status", "summary"):
-        table.add_column(
-            column, overflow="ellipsis", no_wrap=True, min_width=12 if column == "summary" else None
-        )
-    for entry, folded in rows:
-        style = "strike dim" if folded == "retracted" else None
-        table.add_row(
-            entry["id"][:12],
-            entry.get("ts", "")[:19].replace("T", " "),
-            entry.get("writer", ""),
-            entry.get("kind", ""),
-            folded,
-            ("(dirty tree) " if views.dirty_flag(entry) else "") + views.summarize(entry),
-            style=style,
-        )
-    console.print(table)
     if not rows:
         click.echo("(no entries)")
+        return
+    print_table(
+        ["id", "time (UTC)", "writer", "kind", "status", free("summary")],
+        [
+            [
+                entry["id"][:12],
+                entry.get("ts", "")[:19].replace("T", " "),
+                entry.get("writer", ""),
+                entry.get("kind", ""),
+                folded,
+                ("(dirty tree) " if views.dirty_flag(entry) else "") + views.summarize(entry),
+            ]
+            for entry, folded in rows
+        ],
+        row_styles=["strike dim" if folded == "retracted" else None for _, folded in rows],
+    )

@@ -35,7 +35,7 @@ def release_lookup(repo: Path) -> Callable[[str], ReleaseLaunch]:
 
 def progress_bar() -> Progress:
     return Progress(
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),  # arm and experiment names are user text
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),

@@ -12,15 +12,15 @@ from typing import IO, TYPE_CHECKING
 import click
 
 from recipe_ledger.cli.options import json_option, recipes_given, recipes_option
-from recipe_ledger.cli.output import print_json, print_json_line, print_table
+from recipe_ledger.cli.output import echo_line, free, print_json, print_json_line, print_table
 from recipe_ledger.errors import InputError, LedgerError
-from recipe_ledger.recipes.catalog import RecipeRoot
-from recipe_ledger.recipes.command import CommandRequest, resolve_for_people, text_for_people
-from recipe_ledger.recipes.corpus import Corpus, resolve_case
-from recipe_ledger.recipes.models import Recipe
 
-if TYPE_CHECKING:  # imported when linting runs: the other commands need not load the linter
+# Each command imports the part of the recipe engine it uses: `render` (the batch resolver, timed
+# against recipes.vllm.ai's builder) needs neither the pydantic recipe models nor the linter.
+if TYPE_CHECKING:
+    from recipe_ledger.recipes.corpus import Corpus
     from recipe_ledger.recipes.lint import LintWarning
+    from recipe_ledger.recipes.models import Recipe
 
 
 @click.group()
@@ -33,12 +33,14 @@ def recipe() -> None:
 @json_option("A JSON list of the recipes.")
 def list_recipes(recipes: Path, as_json: bool) -> None:
     """List the recipes under the recipes root."""
+    from recipe_ledger.recipes.catalog import RecipeRoot
+
     rows = [_summary(item.ref, item.recipe) for item in RecipeRoot(recipes).load_all()]
     if as_json:
         print_json(rows)
         return
     print_table(
-        ["recipe", "title", "hardware", "variants", "strategies"],
+        ["recipe", free("title"), free("hardware"), free("variants"), free("strategies")],
         [
             [r["name"], r["title"], ", ".join(r["hardware"]), ", ".join(r["variants"]), len(r["strategies"])]
             for r in rows
@@ -65,20 +67,22 @@ def _summary(ref: str, recipe: Recipe) -> dict:
 @json_option("The validated recipe as JSON.")
 def show_recipe(name: str, recipes: Path, as_json: bool) -> None:
     """Show one recipe: model, variants, features, strategies, hardware."""
+    from recipe_ledger.recipes.catalog import RecipeRoot
+
     loaded = RecipeRoot(recipes).load(name)
     recipe = loaded.recipe
     if as_json:
         print_json(recipe.model_dump(mode="json", exclude_none=True))
         return
-    click.echo(f"{recipe.meta.title}  ({loaded.ref})")
-    click.echo(
+    echo_line(f"{recipe.meta.title}  ({loaded.ref})")
+    echo_line(
         f"model: {recipe.model.model_id}   {recipe.model.parameter_count or ''} "
         f"{recipe.model.architecture or ''}".rstrip()
     )
-    click.echo(recipe.meta.description)
+    echo_line(recipe.meta.description)
     hardware = ", ".join(f"{hw} ({state})" for hw, state in recipe.meta.hardware.items()) or "-"
-    click.echo(f"hardware: {hardware}")
-    click.echo(f"strategies: {', '.join(recipe.compatible_strategies) or '-'}")
+    echo_line(f"hardware: {hardware}")
+    echo_line(f"strategies: {', '.join(recipe.compatible_strategies) or '-'}")
     print_table(
         ["variant", "precision", "vram_minimum_gb", "model"],
         [
@@ -87,7 +91,7 @@ def show_recipe(name: str, recipes: Path, as_json: bool) -> None:
         ],
     )
     print_table(
-        ["feature", "opt-in", "conflicts with", "description"],
+        ["feature", "opt-in", free("conflicts with"), free("description")],
         [
             [
                 f,
@@ -100,7 +104,7 @@ def show_recipe(name: str, recipes: Path, as_json: bool) -> None:
     )
     if recipe.memory:
         total = sum(c.stored_gib for c in recipe.memory.components)
-        click.echo(
+        echo_line(
             f"memory: {len(recipe.memory.components)} components, {total:.1f} GiB "
             f"(ledger fit {name} --box BOX)"
         )
@@ -109,6 +113,8 @@ def show_recipe(name: str, recipes: Path, as_json: bool) -> None:
 @recipe.command("schema")
 def recipe_schema() -> None:
     """Print the JSON Schema of the recipe format (the vLLM schema plus our additions)."""
+    from recipe_ledger.recipes.models import Recipe
+
     schema = Recipe.model_json_schema()
     schema = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -165,6 +171,9 @@ def command_cmd(
 
     With --engine sglang, the same selection as SGLang's launch_server command; flags that do not
     carry over from vLLM are named on stderr."""
+    from recipe_ledger.recipes.catalog import RecipeRoot
+    from recipe_ledger.recipes.command import CommandRequest, resolve_for_people, text_for_people
+
     chosen = [] if no_features else (list(features) if features else None)
     request = CommandRequest(name, hardware, strategy, variant, chosen, nodes, engine)
     resolved = resolve_for_people(RecipeRoot(recipes), request)
@@ -208,6 +217,7 @@ def lint_cmd(paths: tuple[Path, ...], recipes: Path, as_json: bool, summary: boo
 
 def run_lint(paths: list[Path], recipes: Path | None) -> list[LintWarning]:
     """Lint ``paths`` (every recipe when none) against ``recipes``, or the one root the paths lie under."""
+    from recipe_ledger.recipes.catalog import RecipeRoot
     from recipe_ledger.recipes.lint import find_root_of, items_for_paths, lint_items
 
     if recipes is None:
@@ -250,6 +260,8 @@ def _cases(stream: IO[str], name: str) -> Iterator[tuple[int, dict]]:
 
 
 def _render_one(corpus: Corpus, case: dict, where: str) -> dict:
+    from recipe_ledger.recipes.corpus import resolve_case
+
     try:
         return resolve_case(corpus, case)
     except LedgerError as exc:
@@ -280,6 +292,8 @@ def render(batch: str, recipes: Path) -> None:
             where=str(recipes),
             hint="pass --recipes DIR containing taxonomy.yaml and strategies/",
         )
+    from recipe_ledger.recipes.corpus import Corpus
+
     corpus = Corpus(recipes)
     stream, name = _open_cases(batch)
     try:

@@ -18,6 +18,14 @@ commands by `./dev docs` (tests/unit/test_docs.py fails when it is out of date).
 same everywhere: 0 done, 1 a finding (lint warnings with `--strict`, a failed verify, a reproduction
 that did not confirm), 2 bad input, 3 the machine or the tree is not ready, 5 a run failed (a
 `failure` entry was written), 130 interrupted.
+
+Output for people fits the terminal (`$COLUMNS` when set; 200 columns when piped): ids, digests,
+recipe names, versions and image references are never cut. Free text (summaries, titles,
+descriptions) folds, and when even the whole columns do not fit side by side the rows are stacked
+or printed one `field: value` line each. Text is printed as written: brackets are not markup, and
+terminal escapes in stored text are shown (`\\x1b`), not obeyed. Verdicts, statuses and errors are
+coloured on a terminal only (`FORCE_COLOR=1` forces it, `NO_COLOR=1` turns it off). `--json`, where
+a command has it, prints data for machines instead.
 """
 
 

@@ -13,7 +13,18 @@ from pathlib import Path
 import click
 
 from recipe_ledger.cli.options import allow_dirty_option, json_option, root_option, writer_option
-from recipe_ledger.cli.output import print_json, print_json_line, print_table
+from recipe_ledger.cli.output import (
+    Cell,
+    Column,
+    cell_len,
+    echo_line,
+    free,
+    print_json,
+    print_json_line,
+    print_table,
+    text,
+    width,
+)
 from recipe_ledger.ledger.models import ReleasePayload
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.ledger.views import allowed_dirty_text
@@ -75,29 +86,33 @@ def publish_cmd(
     )
     payload = entry["payload"]
     state = "verified" if payload["verified"] else "UNVERIFIED"
-    click.echo(f"release {payload['lane']}@{payload['version']} published as {entry['id'][:12]}: {state}")
+    echo_line(
+        f"release {payload['lane']}@{payload['version']} published as {entry['id'][:12]}: ", text(state)
+    )
     for reason in payload.get("unverified", []):
-        click.echo(f"  unverified: {reason}")
+        echo_line(f"  unverified: {reason}")
     for note in payload.get("notes", []):
-        click.echo(f"  note: {note}")
+        echo_line(f"  note: {note}")
     summary = allowed_dirty_text(entry.get("git"))
     if summary:
-        click.echo(f"  {summary}")
-    click.echo(f"next: ledger reproduce {payload['lane']}@{payload['version']}")
+        echo_line(f"  {summary}")
+    echo_line(f"next: ledger reproduce {payload['lane']}@{payload['version']}")
 
 
 def _print_preview(preview: publishing.Preview, lane: str, version: str) -> None:
     p = preview.payload
     state = "verified" if p.verified else "UNVERIFIED"
-    click.echo(f"dry run: release {p.lane}@{p.version} would be published {state}; nothing was written")
+    echo_line(
+        f"dry run: release {p.lane}@{p.version} would be published ", text(state), "; nothing was written"
+    )
     for reason in p.unverified:
-        click.echo(f"  unverified: {reason}")
+        echo_line(f"  unverified: {reason}")
     for note in p.notes:
-        click.echo(f"  note: {note}")
+        echo_line(f"  note: {note}")
     _print_pins(p)
     if preview.tree_refusal:
-        click.echo(f"  refused without --allow-dirty: {preview.tree_refusal}")
-    click.echo(f"next: ledger release publish {lane} {version} --from ... (without --dry-run)")
+        echo_line(f"  refused without --allow-dirty: {preview.tree_refusal}")
+    echo_line(f"next: ledger release publish {lane} {version} --from ... (without --dry-run)")
 
 
 @release.command("list")
@@ -112,9 +127,9 @@ def list_cmd(as_json: bool, root: Path) -> None:
         return
     rows = [
         [
-            r.payload.lane_title or r.payload.lane,
-            r.payload.version,
+            r.ref,
             r.id[:12],
+            r.payload.lane_title or "",
             r.verification,
             r.status,
             _image_cell(r),
@@ -122,16 +137,19 @@ def list_cmd(as_json: bool, root: Path) -> None:
         ]
         for r in found
     ]
-    print_table(["lane", "version", "id", "verification", "ledger", "image", "numbers"], rows)
+    print_table(
+        [Column("release", key=True), Column("id", key=True), free("lane"), "verification", "ledger"]
+        + ["image", "numbers"],
+        rows,
+    )
     if not found:
         click.echo("(no releases)")
 
 
 def _image_cell(release: catalog.Release) -> str:
+    """The whole image reference: its digest is what tells two releases apart."""
     image = release.payload.image
-    if image is None:
-        return "-"
-    return f"{image.digest[:19]}…" if image.digest else f"{image.ref} (unpinned)"
+    return diffing.image_text(image.model_dump() if image else None)
 
 
 @release.command("show")
@@ -150,40 +168,45 @@ def show_cmd(ref: str, as_json: bool, root: Path) -> None:
 
 
 def _print_release(found: catalog.Release) -> None:
+    from recipe_ledger import metrics
+
     p = found.payload
-    click.echo(
-        f"{p.lane_title or p.lane} {p.version} ({found.ref}) — {found.id[:12]}, {found.verification}, "
-        f"ledger status {found.status}" + (", imported" if found.imported else "")
+    echo_line(
+        f"{p.lane_title or p.lane} {p.version} ({found.ref}) — {found.id[:12]}, ",
+        text(found.verification),
+        ", ledger status ",
+        text(found.status),
+        ", imported" if found.imported else "",
     )
     for change in p.changes:
-        click.echo(f"  change: {change}")
+        echo_line(f"  change: {change}")
     for reason in p.unverified:
-        click.echo(f"  unverified: {reason}")
+        echo_line(f"  unverified: {reason}")
     for note in p.notes:
-        click.echo(f"  note: {note}")
+        echo_line(f"  note: {note}")
     _print_pins(p)
     for number in p.numbers:
         link = f" (result {number.result[:12]}, {len(number.samples)} samples)" if number.result else ""
-        click.echo(
+        echo_line(
             f"  number: {number.name} = {number.value:.6g}{' ' + number.unit if number.unit else ''}{link}"
         )
     for name, value in p.metrics.items():
         if name not in {n.name for n in p.numbers}:
-            click.echo(f"  number: {name} = {value:.6g} (no result entry)")
+            echo_line(f"  number: {name} = {value:.6g} {metrics.unit(name)}".rstrip() + " (no result entry)")
 
 
 def _print_pins(p: ReleasePayload) -> None:
     """Image, model, scripts, box, k-schedule and command: what a release pins."""
     pins = catalog.pins_summary(catalog.Release({}, p, "draft"))
-    click.echo(f"  image: {diffing.image_text(pins['image'])}")
-    click.echo(f"  model: {diffing._model(pins['model'])}")
+    echo_line(f"  image: {diffing.image_text(pins['image'])}")
+    echo_line(f"  model: {diffing._model(pins['model'])}")
     for path, blob in pins["scripts"].items():
-        click.echo(f"  script: {path} {blob}")
+        echo_line(f"  script: {path} {blob}")
     if p.box:
-        click.echo("  box: " + ", ".join(f"{k}={v}" for k, v in p.box.items()))
-    click.echo(f"  k-schedule: {diffing.k_schedule(p)}")
+        echo_line("  box: " + ", ".join(f"{k}={v}" for k, v in p.box.items()))
+    echo_line(f"  k-schedule: {diffing.k_schedule(p)}")
     if p.command:
-        click.echo(f"  command: {p.command}")
+        echo_line(f"  command: {p.command}")
 
 
 @release.command("diff")
@@ -200,9 +223,50 @@ def diff_cmd(a: str, b: str, only_changes: bool, as_json: bool, root: Path) -> N
     if as_json:
         for row in rows:
             print_json_line(
-                {"section": row.section, "name": row.name, "a": row.a, "b": row.b, "same": row.same}
+                {
+                    "section": row.section,
+                    "name": row.name,
+                    "a": row.a,
+                    "b": row.b,
+                    "same": row.same,
+                    "change": row.change,
+                }
             )
         return
-    print_table(
-        ["", "what", ra.ref, rb.ref, ""], [[r.section, r.name, r.a, r.b, "" if r.same else "≠"] for r in rows]
-    )
+    _print_diff(ra.ref, rb.ref, rows)
+
+
+def _print_diff(a: str, b: str, rows: list[diffing.Row]) -> None:
+    """Section by section, one line per row: ``name  A`` when both sides agree, ``name  A -> B
+    change`` when they differ and it fits, else the two values on lines of their own (whole:
+    references and digests are what differ, and they are long)."""
+    echo_line(Cell("A ", "bold"), a, Cell("   B ", "bold"), b)
+    name_width = max((len(r.name) for r in rows), default=0)
+    section = None
+    for row in rows:
+        if row.section != section:
+            section = row.section
+            echo_line(Cell(section, "bold"))
+        name = f"  {row.name:<{name_width}}  "
+        if row.same:
+            echo_line(name, text(row.a, "dim"))
+            continue
+        change = [Cell("  "), text(row.change, _change_style(row))] if row.change else []
+        line = [name, row.a, " -> ", text(row.b, "bold"), *change]
+        if cell_len("".join(p if isinstance(p, str) else p.plain for p in line)) <= width():
+            echo_line(*line)
+        else:
+            echo_line(name.rstrip(), Cell("  differs", "yellow"), *change)
+            echo_line(Cell("    A ", "bold"), row.a)
+            echo_line(Cell("    B ", "bold"), row.b)
+
+
+def _change_style(row: diffing.Row) -> str:
+    """Green when B is better than A by its metric's direction, red when worse, else plain."""
+    from recipe_ledger import metrics
+
+    better = metrics.direction(row.name) if row.section == "numbers" else None
+    if not row.change or better is None:
+        return ""
+    up = row.change.startswith("+")
+    return "green" if up == (better == "higher") else "red"

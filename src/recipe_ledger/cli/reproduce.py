@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from recipe_ledger.cli.options import allow_dirty_option, root_option, writer_option
+from recipe_ledger.cli.output import echo_line, text
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.pipeline.events import Event, Notice
 from recipe_ledger.releases import reproduce as reproducing
@@ -56,10 +57,9 @@ def reproduce_cmd(
     )
     for outcome in outcomes:
         click.echo(f"  {reproducing.describe(outcome)}")
-    click.echo(
-        f"reproduction {entry['id'][:12]}: {entry['payload']['outcome']} (ledger show {entry['id'][:12]})"
-    )
-    if entry["payload"]["outcome"] != "reproduced":
+    outcome = entry["payload"]["outcome"]
+    echo_line(f"reproduction {entry['id'][:12]}: ", text(outcome), f" (ledger show {entry['id'][:12]})")
+    if outcome != "reproduced":
         raise click.exceptions.Exit(1)
 
 

@@ -17,50 +17,21 @@ from pathlib import Path
 import click
 
 from recipe_ledger.cli.options import allow_dirty_option, root_option, tracking_uri_option, writer_option
-from recipe_ledger.cli.output import print_table
+from recipe_ledger.cli.output import Column, print_table
 from recipe_ledger.cli.progress import ProgressListener, print_plan, progress_bar, release_lookup
+from recipe_ledger.ledger import views
 from recipe_ledger.ledger.views import allowed_dirty_text
 from recipe_ledger.pipeline import run as runner
 from recipe_ledger.pipeline import stages
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:+.1f}%"
-
-
 def print_verdicts(outcome: runner.RunOutcome) -> None:
-    rows = []
-    for bar in outcome.bars:
-        ci = "-" if bar.ci_low is None else f"[{_pct(bar.ci_low)}, {_pct(bar.ci_high)}]"
-        rows.append(
-            [
-                bar.candidate,
-                bar.metric,
-                bar.point,
-                f"{bar.control:.4g}" if bar.control else "-",
-                f"{bar.value:.4g}" if bar.value else "-",
-                _pct(bar.effect),
-                ci,
-                _pct(bar.mde),
-                f"{bar.min_effect * 100:g}%",
-                bar.outcome.upper(),
-            ]
-        )
+    """The verdict table (values with units, effects as signed percentages), then each bar's reason."""
     dirty = allowed_dirty_text(outcome.entry.get("git"))
+    keys = [Column(header, key=True) for header in views.VERDICT_HEADERS[:3]]
     print_table(
-        [
-            "candidate",
-            "metric",
-            "point",
-            "control",
-            "candidate value",
-            "effect",
-            "95% CI",
-            "MDE",
-            "bar",
-            "verdict",
-        ],
-        rows,
+        [*keys, *views.VERDICT_HEADERS[3:]],
+        [[*row[:-1], row[-1].upper()] for row in views.verdict_rows(outcome.entry)],  # WIN stands out
         title=f"{outcome.entry['payload']['subject']}: verdicts" + (" (DIRTY TREE)" if dirty else ""),
     )
     for bar in outcome.bars:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from recipe_ledger.cli.options import json_option, root_option
+from recipe_ledger.cli.output import Cell, Column, echo_line, free, print_table, text
 from recipe_ledger.errors import LedgerError
 from recipe_ledger.ledger import views
 from recipe_ledger.ledger.models import load_payload
@@ -16,7 +17,7 @@ from recipe_ledger.ledger.store import Ledger
 
 @click.command("show")
 @click.argument("entry_id", metavar="ID")
-@json_option("Print entry, status and referrers as one JSON object.")
+@json_option("The raw entry, its status, what it refers to and what refers to it, as one JSON object.")
 @root_option
 def show(entry_id: str, as_json: bool, root: Path) -> None:
     """Show entry ID (or a unique id prefix), its status and everything that refers to it."""
@@ -26,16 +27,55 @@ def show(entry_id: str, as_json: bool, root: Path) -> None:
         return
     entry = found["entry"]
     _warn_unreadable_payload(entry)
-    click.echo(json.dumps(entry, indent=2, ensure_ascii=False))
-    click.echo(f"status: {found['status']}")
-    flag = views.dirty_flag(entry)
-    if flag:
-        click.echo(flag)
-    click.echo("referred to by:" if found["referred_by"] else "referred to by: nothing")
-    for ref in found["referred_by"]:
-        click.echo(
-            f"  {ref['rel']:<11} {ref['id'][:12]} {ref['kind']:<12} {ref['status']:<10} {ref['summary']}"
-        )
+    _print_summary(found)
+
+
+def _print_summary(found: dict) -> None:
+    """Status first, then what the entry is, its verdict table (or a release's numbers), what it
+    refers to and what refers to it. The raw entry is one flag away (--json)."""
+    entry = found["entry"]
+    echo_line(Cell("status: ", "bold"), text(found["status"]), _status_reason(found))
+    for label, value in views.outline(entry):
+        echo_line(Cell(f"{label}: ", "bold"), text(value))
+    bars = views.verdict_rows(entry)
+    if bars:
+        keys = [Column(h, key=True) for h in views.VERDICT_HEADERS[:3]]
+        print_table([*keys, *views.VERDICT_HEADERS[3:]], bars, "verdict by bar")
+    headers, medians = views.median_table(entry)
+    if medians:
+        print_table([Column(h, key=h in ("metric", "point")) for h in headers], medians, "medians")
+    numbers = views.release_number_rows(entry)
+    if numbers:
+        print_table(["number", "value", "point", "result"], numbers, "numbers")
+    _print_refs("refers to", found["refers_to"])
+    _print_refs("referred to by", found["referred_by"])
+    echo_line(Cell(f"raw entry: ledger show {entry['id'][:12]} --json", "dim"))
+
+
+def _status_reason(found: dict) -> str:
+    """Which entry set the status, when a later one did (retracted, superseded, reproduced...)."""
+    if found["status"] == "active":
+        return ""
+    rels = {"retracted": "retracts", "superseded": "supersedes"}
+    want = rels.get(found["status"])
+    by = [
+        r for r in found["referred_by"] if r["rel"] == want or (want is None and r["kind"] == "reproduction")
+    ]
+    if not by:
+        return ""
+    last = by[-1]
+    return f" (by {last['kind']} {last['id'][:12]}: {last['summary']})"
+
+
+def _print_refs(title: str, refs: list[dict]) -> None:
+    if not refs:
+        click.echo(f"{title}: nothing")
+        return
+    print_table(
+        ["rel", Column("id", key=True), "kind", "status", free("summary")],
+        [[r["rel"], r["id"][:12], r["kind"], r["status"], r["summary"]] for r in refs],
+        f"{title}:",
+    )
 
 
 def _warn_unreadable_payload(entry: dict) -> None:

@@ -66,7 +66,9 @@ class _progress_bar:
     def _ticker(self, progress: Progress) -> SiteProgress:
         def tick(stage: str, done: int, total: int) -> None:
             if stage not in self.tasks:
-                self.tasks[stage] = progress.add_task(stage, total=total)
+                from rich.markup import escape  # a stage name is never markup
+
+                self.tasks[stage] = progress.add_task(escape(stage), total=total)
             progress.update(self.tasks[stage], completed=done)
 
         return tick

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from recipe_ledger.cli.options import json_option, root_option
-from recipe_ledger.cli.output import print_json
+from recipe_ledger.cli.output import Cell, echo_line, print_json
 from recipe_ledger.errors import LedgerError
 from recipe_ledger.ledger import verify as verify_mod
 from recipe_ledger.ledger.store import Ledger
@@ -48,7 +48,9 @@ def _print_text(report: verify_mod.Report, findings: list, repaired: list, histo
         click.echo(str(finding))
     if not findings:
         checked = " and its git history" if history else ""
-        click.echo(f"ok: {report.entries} entries in {report.chains} chain(s){checked}")
+        echo_line(
+            Cell("ok", "bold green"), f": {report.entries} entries in {report.chains} chain(s){checked}"
+        )
 
 
 def _as_dict(report: verify_mod.Report, findings: list, repaired: list, history: bool) -> dict:

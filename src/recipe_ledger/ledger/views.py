@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from recipe_ledger import metrics
 from recipe_ledger.errors import InputError
 from recipe_ledger.ledger.fold import STATUSES, fold_statuses, referrers
-from recipe_ledger.ledger.models import KINDS
-from recipe_ledger.ledger.store import Ledger
+
+if TYPE_CHECKING:  # the views read plain dicts: `ledger log` need not build the pydantic models
+    from recipe_ledger.ledger.store import Ledger
 
 # The payload field that best says what an entry is about, per kind (first non-empty wins).
 _SUMMARY_FIELDS = {
@@ -60,6 +62,8 @@ def dirty_flag(entry: dict[str, Any]) -> str | None:
 
 def query(ledger: Ledger, *, kind: str | None = None, status: str | None = None) -> list[tuple[dict, str]]:
     """``[(entry, status)]`` oldest first, filtered by kind and folded status."""
+    if kind is not None:
+        from recipe_ledger.ledger.models import KINDS
     if kind is not None and kind not in KINDS:
         raise InputError(f"unknown kind {kind!r}", where="--kind", hint=f"one of: {', '.join(KINDS)}")
     if status is not None and status not in STATUSES:
@@ -90,21 +94,240 @@ def summarize(entry: dict[str, Any], width: int = 90) -> str:
 
 
 def detail(ledger: Ledger, id_or_prefix: str) -> dict[str, Any]:
-    """An entry, its folded status and everything that refers to it (for `ledger show`)."""
+    """An entry, its folded status, what it refers to and everything that refers to it (for
+    `ledger show`)."""
     entry = ledger.get(id_or_prefix)
     entries = ledger.entries()
     statuses = fold_statuses(entries)
+    by_id = {e["id"]: e for e in entries}
+
+    def brief(rel: str, other: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "rel": rel,
+            "id": other["id"],
+            "kind": other["kind"],
+            "status": statuses[other["id"]],
+            "summary": summarize(other),
+        }
+
     return {
         "entry": entry,
         "status": statuses[entry["id"]],
-        "referred_by": [
-            {
-                "rel": rel,
-                "id": other["id"],
-                "kind": other["kind"],
-                "status": statuses[other["id"]],
-                "summary": summarize(other),
-            }
-            for rel, other in referrers(entries, entry["id"])
+        "refers_to": [
+            brief(ref["rel"], by_id[ref["id"]]) if ref.get("id") in by_id else _unresolved(ref)
+            for ref in entry.get("refs", ())
         ],
+        "referred_by": [brief(rel, other) for rel, other in referrers(entries, entry["id"])],
     }
+
+
+def _unresolved(ref: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "rel": ref.get("rel", "?"),
+        "id": str(ref.get("id", "")),
+        "kind": "?",
+        "status": "?",
+        "summary": "",
+    }
+
+
+# -- `ledger show`'s opening summary ---------------------------------------------------------------
+
+
+def outline(entry: dict[str, Any]) -> list[tuple[str, str]]:
+    """``[(label, text)]``: what an entry is, for a person, from its payload (plain dict access,
+    so an entry this version cannot validate still reads). The kind's own fields come after who
+    wrote it and when; numbers carry their units."""
+    payload = entry.get("payload") or {}
+    kind = entry.get("kind", "?")
+    when = str(entry.get("ts", ""))[:19].replace("T", " ")
+    lines = [("kind", f"{kind}, written by {entry.get('writer', '?')} at {when} UTC"), ("id", entry["id"])]
+    lines += [(label, value) for label, value in _KIND_OUTLINES.get(kind, _note_outline)(payload) if value]
+    flag = dirty_flag(entry)
+    if flag:
+        lines.append(("tree", flag))
+    return lines
+
+
+def _note_outline(payload: dict[str, Any]) -> list[tuple[str, str]]:
+    return [("title", _one(payload.get("title"))), ("text", _one(payload.get("text")))]
+
+
+def _failure_outline(payload: dict[str, Any]) -> list[tuple[str, str]]:
+    lost = payload.get("minutes_lost")
+    return [
+        ("subject", _one(payload.get("subject"))),
+        ("cause", f"{payload.get('cause_class', '?')}: {_one(payload.get('cause'))}"),
+        ("fix", _one(payload.get("fix"))),
+        ("time lost", f"{lost:g} min" if isinstance(lost, int | float) else ""),
+    ]
+
+
+def _retraction_outline(payload: dict[str, Any]) -> list[tuple[str, str]]:
+    return [
+        ("retracts", str(payload.get("target", ""))[:12]),
+        ("reason", _one(payload.get("reason"))),
+        ("evidence", ", ".join(str(e)[:12] for e in payload.get("evidence") or [])),
+    ]
+
+
+def _result_outline(payload: dict[str, Any]) -> list[tuple[str, str]]:
+    experiment = payload.get("experiment") or {}
+    ran = ""
+    if experiment:
+        ran = (
+            f"{experiment.get('name', '?')} ({experiment.get('spec', '?')}) on {experiment.get('box', '?')}, "
+            f"run {experiment.get('run_id', '?')}, {experiment.get('repeats', '?')} repeats per arm"
+        )
+    return [
+        ("subject", _one(payload.get("subject"))),
+        ("verdict", _one(payload.get("verdict"))),
+        ("what", _one(payload.get("text"))),
+        ("experiment", ran),
+        ("metrics", f"{len(payload.get('metrics') or {})} medians kept (all of them: --json)"),
+    ]
+
+
+def _calibration_outline(payload: dict[str, Any]) -> list[tuple[str, str]]:
+    metric = str(payload.get("metric", ""))
+    spread = payload.get("spread")
+    noise = [
+        f"c{point}: cv {metrics.format_effect(p.get('cv'), 2).lstrip('+')} over {p.get('n', '?')} runs"
+        for point, p in (payload.get("points") or {}).items()
+        if isinstance(p, dict)
+    ]
+    return [
+        ("instrument", _one(payload.get("instrument"))),
+        ("metric", metric),
+        ("spread", f"±{metrics.format_value(metric, spread)}" if isinstance(spread, int | float) else ""),
+        ("noise", "; ".join(noise)),
+        ("text", _one(payload.get("text"))),
+    ]
+
+
+def _reproduction_outline(payload: dict[str, Any]) -> list[tuple[str, str]]:
+    return [
+        ("reproduces", str(payload.get("target", ""))[:12]),
+        ("outcome", _one(payload.get("outcome"))),
+        ("text", _one(payload.get("text"))),
+    ]
+
+
+def _release_outline(payload: dict[str, Any]) -> list[tuple[str, str]]:
+    model = payload.get("model") or {}
+    lines = [
+        ("release", f"{payload.get('lane', '?')}@{payload.get('version', '?')}"),
+        ("verified", "yes" if payload.get("verified") else "no"),
+    ]
+    lines += [("unverified", _one(reason)) for reason in payload.get("unverified") or []]
+    lines += [
+        ("image", image_text(payload.get("image"), "-")),
+        (
+            "model",
+            f"{model.get('name') or model.get('path') or '-'} {model.get('revision') or '(no revision)'}",
+        ),
+    ]
+    lines += [("change", _one(change)) for change in payload.get("changes") or []]
+    return lines
+
+
+_KIND_OUTLINES = {
+    "note": _note_outline,
+    "failure": _failure_outline,
+    "retraction": _retraction_outline,
+    "result": _result_outline,
+    "calibration": _calibration_outline,
+    "reproduction": _reproduction_outline,
+    "release": _release_outline,
+}
+
+
+def _one(value: Any) -> str:
+    """Free text on one line (newlines and runs of spaces folded)."""
+    return " ".join(str(value).split()) if value not in (None, "") else ""
+
+
+VERDICT_HEADERS = (
+    "arm",
+    "metric",
+    "point",
+    "control",
+    "arm value",
+    "effect",
+    "95% CI",
+    "MDE",
+    "bar",
+    "outcome",
+)
+
+
+def verdict_rows(entry: dict[str, Any]) -> list[list[str]]:
+    """One row per bar of a result's verdict: values with their units, effects as signed
+    percentages (``VERDICT_HEADERS``); empty for other kinds or results without bars."""
+    experiment = (entry.get("payload") or {}).get("experiment") or {}
+    return [_bar_row(bar) for bar in experiment.get("bars") or [] if isinstance(bar, dict)]
+
+
+def _bar_row(bar: dict[str, Any]) -> list[str]:
+    metric = str(bar.get("metric", ""))
+    low, high = bar.get("ci_low"), bar.get("ci_high")
+    ci = f"[{metrics.format_effect(low)}, {metrics.format_effect(high)}]" if low is not None else ""
+    sign = "+" if bar.get("direction") == "higher" else "-"
+    min_effect, mde = bar.get("min_effect"), bar.get("mde")
+    return [
+        str(bar.get("candidate", "")),
+        metric,
+        str(bar.get("point", "")),
+        metrics.format_value(metric, bar.get("control")),
+        metrics.format_value(metric, bar.get("value")),
+        metrics.format_effect(bar.get("effect")),
+        ci,
+        f"{mde * 100:.1f}%" if isinstance(mde, int | float) else "",
+        f"{sign}{abs(min_effect) * 100:g}%" if isinstance(min_effect, int | float) else "",
+        str(bar.get("outcome", "")),
+    ]
+
+
+def median_table(entry: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """A result's headline medians (``metrics.headline``) as ``(headers, rows)``: one row per
+    metric and point, one column per arm (the control first), values with their units; empty
+    when the result keeps no ``<arm>.c<point>.<metric>`` medians."""
+    found: dict[tuple[str, int], dict[str, float]] = {}
+    for key, value in ((entry.get("payload") or {}).get("metrics") or {}).items():
+        parsed = metrics.parse_summary_key(key)
+        if parsed and isinstance(value, int | float):
+            arm, point, metric = parsed
+            found.setdefault((metric, point), {})[arm] = value
+    shown = set(metrics.headline({metric for metric, _ in found}))
+    arms = sorted({arm for values in found.values() for arm in values}, key=lambda a: (a != "control", a))
+    rows = [
+        [metric, str(point), *(metrics.format_value(metric, found[(metric, point)].get(arm)) for arm in arms)]
+        for metric, point in sorted(found, key=lambda mp: (mp[0], mp[1]))
+        if metric in shown
+    ]
+    return (["metric", "point", *arms], rows) if rows else ([], [])
+
+
+def release_number_rows(entry: dict[str, Any]) -> list[list[str]]:
+    """``[name, value with unit, point, result]`` for each number a release publishes."""
+    if entry.get("kind") != "release":
+        return []
+    payload = entry.get("payload") or {}
+    rows = []
+    for number in payload.get("numbers") or []:
+        unit = number.get("unit") or metrics.unit(str(number.get("metric", "")))
+        value = number.get("value")
+        shown = f"{value:,.6g} {unit}".rstrip() if isinstance(value, int | float) else "?"
+        rows.append(
+            [
+                str(number.get("name", "")),
+                shown,
+                str(number.get("point") or ""),
+                str(number.get("result") or "")[:12],
+            ]
+        )
+    named = {row[0] for row in rows}
+    for name, value in (payload.get("metrics") or {}).items():
+        if name not in named and isinstance(value, int | float):
+            rows.append([name, f"{value:,.6g} {metrics.unit(name)}".rstrip(), "", "(no result entry)"])
+    return rows

@@ -129,20 +129,3 @@ class RecipeRoot:
                 where=str(self.root / "strategies"),
                 hint=f"ledger recipe show {recipe} (lists the compatible strategies)",
             )
-
-
-def default_root(start: Path | None = None) -> Path:
-    """This project's recipes/ folder: found from the current directory upwards."""
-    here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / "recipes" / "models").is_dir():
-            return _relative_if_below(folder / "recipes", here)
-    return here / "recipes"
-
-
-def _relative_if_below(path: Path, base: Path) -> Path:
-    """Short paths in messages: recipes/models/x.yaml:12 rather than the absolute path."""
-    try:
-        return path.relative_to(base)
-    except ValueError:
-        return path

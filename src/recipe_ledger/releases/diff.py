@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from recipe_ledger import metrics
 from recipe_ledger.ledger import views
 from recipe_ledger.ledger.models import ReleasePayload
 from recipe_ledger.recipes.flags import flag_values
@@ -23,6 +24,7 @@ class Row:
     name: str
     a: str
     b: str
+    change: str = ""  # numbers: B against A as a signed percentage ("+8.2%"), when both exist
 
     @property
     def same(self) -> bool:
@@ -83,9 +85,7 @@ def _pin_rows(a: Release, b: Release) -> list[Row]:
         Row("pins", "model", _model(pa["model"]), _model(pb["model"])),
     ]
     for path in sorted(set(pa["scripts"]) | set(pb["scripts"])):
-        rows.append(
-            Row("pins", path, pa["scripts"].get(path, ABSENT)[:12], pb["scripts"].get(path, ABSENT)[:12])
-        )
+        rows.append(Row("pins", path, pa["scripts"].get(path, ABSENT), pb["scripts"].get(path, ABSENT)))
     for key in sorted(set(pa["box"]) | set(pb["box"])):
         rows.append(Row("box", key, pa["box"].get(key, ABSENT), pb["box"].get(key, ABSENT)))
     return rows
@@ -108,12 +108,31 @@ def _flag_rows(a: Release, b: Release) -> list[Row]:
 
 
 def _number_rows(a: Release, b: Release) -> list[Row]:
-    na = {**a.payload.metrics, **{n.name: n.value for n in a.payload.numbers}}
-    nb = {**b.payload.metrics, **{n.name: n.value for n in b.payload.numbers}}
-    return [
-        Row("numbers", name, _num(na.get(name)), _num(nb.get(name))) for name in sorted(set(na) | set(nb))
-    ]
+    na, nb = _numbers(a.payload), _numbers(b.payload)
+    rows = []
+    for name in sorted(set(na) | set(nb)):
+        (va, unit_a), (vb, unit_b) = na.get(name, (None, "")), nb.get(name, (None, ""))
+        rows.append(Row("numbers", name, _num(va, unit_a), _num(vb, unit_b), _change(va, vb)))
+    return rows
 
 
-def _num(value: float | None) -> str:
-    return ABSENT if value is None else f"{value:.6g}"
+def _numbers(payload: ReleasePayload) -> dict[str, tuple[float, str]]:
+    """``{name: (value, unit)}``: the unit the number was published with, else its metric's (from
+    the metric table, by the metric's name or, for a v1 ``metrics`` map, by the number's own)."""
+    out = {name: (value, metrics.unit(name)) for name, value in payload.metrics.items()}
+    for number in payload.numbers:
+        out[number.name] = (number.value, number.unit or metrics.unit(number.metric))
+    return out
+
+
+def _num(value: float | None, unit: str) -> str:
+    if value is None:
+        return ABSENT
+    return f"{value:,.6g} {unit}".rstrip()
+
+
+def _change(a: float | None, b: float | None) -> str:
+    """B against A as a signed percentage; empty when either is missing or A is zero."""
+    if a is None or b is None or a == 0:
+        return ""
+    return metrics.format_effect((b - a) / abs(a))
