@@ -8,6 +8,9 @@ with one line: the first line git printed that says what went wrong.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -118,7 +121,8 @@ class GitCheckout:
         import git
 
         try:
-            infos = self.remote.push(f"HEAD:refs/heads/{self.branch}", env={"GIT_TERMINAL_PROMPT": "0"})
+            with _quiet_gitpython():
+                infos = self.remote.push(f"HEAD:refs/heads/{self.branch}", env={"GIT_TERMINAL_PROMPT": "0"})
         except git.GitCommandError as error:
             return PushOutcome(False, reason=_git_line(error))
         if not infos:
@@ -127,8 +131,25 @@ class GitCheckout:
         if info.flags & info.REJECTED:  # non-fast-forward: someone pushed since our fetch
             return PushOutcome(False, stale=True)
         if info.flags & (info.REMOTE_REJECTED | info.REMOTE_FAILURE | info.ERROR):
-            return PushOutcome(False, reason=info.summary.strip() or "the remote refused the push")
+            summary = info.summary.strip() or "the remote refused the push"
+            # Another push held the ref's lock at that instant: as stale as a non-fast-forward.
+            return PushOutcome(False, stale=any(text in summary for text in _LOCK_RACE), reason=summary)
         return PushOutcome(True)
+
+
+_LOCK_RACE = ("failed to update ref", "cannot lock ref", "failed to lock")
+
+
+@contextmanager
+def _quiet_gitpython() -> Iterator[None]:
+    """GitPython logs a rejected push's stderr itself; the one line sync raises says it instead."""
+    logger = logging.getLogger("git.remote")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def open_checkout(root: Path, remote: str | None) -> GitCheckout:
