@@ -71,10 +71,11 @@ def sync(
     committed = repo.commit_ledger()
     merged = False
     for attempt in range(1, max_rounds + 1):
-        merged = _fetch_merge_verify(repo, ledger) or merged
+        merged_report = _fetch_merge_verify(repo, ledger)
+        if merged_report is not None:
+            report, merged = merged_report, True
         outcome = repo.push()
-        if outcome.pushed:
-            report = verify(ledger)
+        if outcome.pushed:  # ``report`` is the verified ledger that was pushed
             return SyncResult(
                 repo.remote_name,
                 repo.branch,
@@ -100,20 +101,21 @@ def sync(
     )
 
 
-def _fetch_merge_verify(repo: Checkout, ledger: Ledger) -> bool:
+def _fetch_merge_verify(repo: Checkout, ledger: Ledger) -> Report | None:
+    """The verification of the merged ledger; None when the fetch brought nothing to merge."""
     theirs = repo.fetch()
     if theirs is None:  # the remote has no such branch yet: the push creates it
-        return False
+        return None
     ours = repo.head()
     if not repo.merge(theirs):
-        return False
+        return None
     ledger.refresh()
     report = verify(ledger)
     if not report.ok:
         repo.undo_merge(ours)
         ledger.refresh()
         _refuse_broken(report, ledger, f"after merging {repo.tracking_ref} (the merge was undone)")
-    return True
+    return report
 
 
 def _refuse_broken(report: Report, ledger: Ledger, when: str) -> None:
