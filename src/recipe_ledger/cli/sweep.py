@@ -7,12 +7,16 @@ Exit codes: 0 every experiment left a result; 1 some left a failure (each is in 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from recipe_ledger.cli.options import root_option, writer_option
 from recipe_ledger.cli.output import print_table
 from recipe_ledger.errors import LedgerError
+
+if TYPE_CHECKING:  # the sweep's modules are imported when the command runs (they pull in ray)
+    from recipe_ledger.scaleout.sweep import SweepEvent, SweepSummary
 
 
 @click.command("sweep")
@@ -76,13 +80,13 @@ def sweep_cmd(
         )
 
 
-def _show_event(event) -> None:
+def _show_event(event: SweepEvent) -> None:
     prefix = f"[{event.box} {event.done}/{event.total}]"
-    if event.state == "started":
+    outcome = event.outcome
+    if outcome is None:
         click.echo(f"{prefix} {event.item.name}: started ({event.item.spec})")
         return
-    outcome = event.outcome
-    who = "by the driver" if outcome.by_driver else f"by {outcome.report.writer}"
+    who = "by the driver" if outcome.by_driver else f"by {outcome.writer}"
     click.echo(
         f"{prefix} {event.item.name}: {outcome.entry_kind} {outcome.entry_id[:12]} ({who},"
         f" {outcome.seconds:.1f} s)" + (f"; {outcome.problem.splitlines()[0]}" if outcome.problem else "")
@@ -99,14 +103,14 @@ def _sync_driver(root: Path, remote: str | None) -> None:
         click.echo(f"driver not synced ({error.one_line()})")
 
 
-def _print_summary(summary) -> None:
+def _print_summary(summary: SweepSummary) -> None:
     rows = [
         [
             o.item.box,
             o.item.name,
             o.entry_kind,
             o.entry_id[:12],
-            "driver" if o.by_driver else o.report.writer,
+            o.writer,
             f"{o.seconds:.1f}",
             "ok" if o.ok else "FAILED",
         ]

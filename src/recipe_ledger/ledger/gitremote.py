@@ -87,14 +87,14 @@ class GitCheckout:
         import git
 
         before = self.head()
-        if before is not None and self.repo.is_ancestor(commit, before):
+        if before is not None and self.repo.is_ancestor(self.repo.commit(commit), self.repo.commit(before)):
             return False
         try:
             self.repo.git.merge(
                 "-q", "-m", f"ledger sync: merge {self.tracking_ref}", commit, env=_identity(self.repo)
             )
         except git.GitCommandError as error:
-            conflicted = sorted(self.repo.index.unmerged_blobs())
+            conflicted = sorted(str(path) for path in self.repo.index.unmerged_blobs())
             if conflicted or (Path(self.repo.git_dir) / "MERGE_HEAD").exists():
                 self.repo.git.merge("--abort")
                 raise StateError(

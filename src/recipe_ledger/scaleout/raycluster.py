@@ -8,6 +8,7 @@ is a new measurement, which is the driver's decision, not the scheduler's.
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Sequence
 from typing import Any
@@ -35,7 +36,9 @@ class RayCluster:
         self.address = address
         _check_reachable(address)
         try:
-            ray.init(address=address, logging_level="ERROR", log_to_driver=False, configure_logging=True)
+            ray.init(
+                address=address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=True
+            )
         except (ConnectionError, RuntimeError, ValueError) as error:
             raise StateError(
                 f"cannot join the Ray cluster ({str(error).splitlines()[0]})",

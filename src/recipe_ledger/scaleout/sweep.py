@@ -49,6 +49,7 @@ class Outcome:
     entry_id: str  # the entry that records the experiment (the box's, or the driver's failure)
     entry_kind: str
     by_driver: bool  # the driver wrote the entry: the box left none
+    writer: str  # the chain the entry is in
     seconds: float
     problem: str = ""  # what went wrong, empty when the box ran and synced
 
@@ -174,22 +175,15 @@ def _settle(root: Path, item: SweepItem, report: BoxReport | Lost, writer: str, 
             problem = (
                 f"ledger sync on {report.host} exited {report.sync_exit} (the entry waits there): {last_line}"
             )
-        return Outcome(item, report, last.id, last.kind, False, seconds, problem)
+        return Outcome(item, report, last.id, last.kind, False, report.writer, seconds, problem)
     if isinstance(report, BoxReport):
         cause = f"ledger run on {report.host} ({report.writer}) exited {report.run_exit} without an entry"
         problem, tail = cause, report.tail
     else:
         problem, tail = f"box {item.box} came back without a report: {report.cause}", ""
     entry = _record_lost(root, item, problem, tail, writer, seconds)
-    return Outcome(
-        item,
-        report if isinstance(report, BoxReport) else None,
-        entry["id"],
-        "failure",
-        True,
-        seconds,
-        problem,
-    )
+    box_report = report if isinstance(report, BoxReport) else None
+    return Outcome(item, box_report, entry["id"], "failure", True, writer, seconds, problem)
 
 
 def _record_lost(root: Path, item: SweepItem, cause: str, tail: str, writer: str, seconds: float) -> dict:
