@@ -133,3 +133,17 @@ def test_a_box_that_dies_mid_run_leaves_a_failure_entry_by_the_driver(cluster_an
     assert [(e["writer"], e["kind"]) for e in lost] == [("driver", "failure")]
     assert "box box-c came back without a report" in lost[0]["payload"]["cause"]
     assert git(project.remote, "rev-parse", "main") == git(project.driver, "rev-parse", "HEAD")
+
+
+def test_an_uncommitted_experiment_is_refused_before_the_cluster_is_asked(cluster_and_project):
+    _, project = cluster_and_project
+    spec = project.driver / "experiments" / "study-box-a-1.yaml"
+    original = spec.read_text()
+    spec.write_text(original.replace('"repeats": 2', '"repeats": 3'))
+    try:
+        result = _sweep(project, "127.0.0.1:9", "experiments/study-box-a-1.yaml")
+    finally:
+        spec.write_text(original)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "experiments/study-box-a-1.yaml: experiment differs from the last commit" in result.stderr
+    assert "git commit experiments/study-box-a-1.yaml" in result.stderr

@@ -56,9 +56,13 @@ def sweep_cmd(
     from recipe_ledger.scaleout.raycluster import RayCluster
 
     items = sweep.plan_sweep(root, specs)
+    if not no_sync:
+        sweep.check_committed(root, items)
     cluster = RayCluster(address)
     try:
         sweep.check_boxes(items, cluster, address)
+        if not no_sync:  # the boxes fetch the specs from the remote: push this clone's commits first
+            _sync_driver(root, remote, "before")
         where = str((checkout or root).resolve())
         summary = sweep.run_sweep(
             root,
@@ -71,7 +75,7 @@ def sweep_cmd(
     finally:
         cluster.close()
     if not no_sync:
-        _sync_driver(root, remote)
+        _sync_driver(root, remote, "after")
     _print_summary(summary)
     if summary.failed:
         raise LedgerError(
@@ -93,14 +97,18 @@ def _show_event(event: SweepEvent) -> None:
     )
 
 
-def _sync_driver(root: Path, remote: str | None) -> None:
+def _sync_driver(root: Path, remote: str | None, when: str) -> None:
     from recipe_ledger.ledger.sync import sync
 
-    try:
+    if when == "before":  # a failure here stops the sweep: the boxes would not find the specs
         result = sync(root, remote)
-        click.echo(f"driver synced with {result.remote}/{result.branch}: {result.entries_after} entries")
-    except LedgerError as error:  # the boxes' entries are on the remote; this clone catches up later
-        click.echo(f"driver not synced ({error.one_line()})")
+    else:
+        try:
+            result = sync(root, remote)
+        except LedgerError as error:  # the boxes' entries are on the remote; this clone catches up later
+            click.echo(f"driver not synced ({error.one_line()})")
+            return
+    click.echo(f"driver synced with {result.remote}/{result.branch} {when}: {result.entries_after} entries")
 
 
 def _print_summary(summary: SweepSummary) -> None:

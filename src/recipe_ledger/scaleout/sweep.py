@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.experiment.spec import load_experiment
+from recipe_ledger.ledger import gitinfo
 from recipe_ledger.ledger.models import current_version
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.redact import redact_text
@@ -102,6 +103,19 @@ def plan_sweep(root: Path, specs: Sequence[Path]) -> list[SweepItem]:
     if not items:
         raise InputError("no experiment to sweep", hint="ledger sweep experiments/*.yaml --cluster ADDRESS")
     return items
+
+
+def check_committed(root: Path, items: Sequence[SweepItem]) -> None:
+    """Refuse a spec whose bytes are not in HEAD: the boxes run what the remote holds, not this file."""
+    top = Path(gitinfo.top_level(root)).resolve()
+    for item in items:
+        path = root.resolve() / item.spec
+        if gitinfo.head_blob(top, path.relative_to(top).as_posix()) != gitinfo.blob_hash(path.read_bytes()):
+            raise InputError(
+                "experiment differs from the last commit: the boxes would run the committed one",
+                where=item.spec,
+                hint=f"git commit {item.spec}, then ledger sweep again (it pushes before fanning out)",
+            )
 
 
 def check_boxes(items: Sequence[SweepItem], cluster: Cluster, address: str) -> None:
