@@ -8,6 +8,7 @@ node can be killed mid-sweep to play a box that dies.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -101,3 +102,4 @@ def local_cluster(nodes: Mapping[str, Mapping[str, str]]) -> Iterator[LocalClust
         yield cluster
     finally:
         cluster.stop()
+        shutil.rmtree(temp, ignore_errors=True)  # session logs and sockets of the stopped nodes
