@@ -169,3 +169,15 @@ def test_a_merge_that_does_not_verify_is_undone_and_nothing_is_pushed(remote):
         sync(b)
     assert not (b / "ledger" / "box-a.jsonl").exists()
     assert git(remote, "rev-parse", "main") == git(a, "rev-parse", "HEAD")
+
+
+def test_a_pre_commit_hook_that_refuses_stops_the_sync_before_any_fetch(remote):
+    a = clone(remote, "a")
+    hook = a / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\necho 'no commits on this box' >&2\nexit 1\n")
+    hook.chmod(hook.stat().st_mode | stat.S_IXUSR)
+    note(a, "box-a", "a1")
+    result = cli_sync(a)
+    assert result.returncode == 3 and "cannot commit ledger/" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert git(a, "status", "--porcelain", "--", "ledger") == "A  ledger/box-a.jsonl"  # staged, kept

@@ -52,13 +52,23 @@ class GitCheckout:
 
     def commit_ledger(self) -> bool:
         """Commit what changed under ``ledger/`` (and only there); False when nothing did."""
-        self.repo.git.add("--all", "--", LEDGER_DIR)
-        staged = self.repo.git.diff("--cached", "--name-only", "--", LEDGER_DIR).split()
-        if not staged:
-            return False
-        message = f"ledger sync: new entries in {', '.join(Path(name).name for name in staged)}"
-        # `commit -- ledger` leaves anything else the user staged out of this commit.
-        self.repo.git.commit("-q", "--no-verify", "-m", message, "--", LEDGER_DIR, env=_identity(self.repo))
+        import git
+
+        try:
+            self.repo.git.add("--all", "--", LEDGER_DIR)
+            staged = self.repo.git.diff("--cached", "--name-only", "--", LEDGER_DIR).split()
+            if not staged:
+                return False
+            message = f"ledger sync: new entries in {', '.join(Path(name).name for name in staged)}"
+            # `commit -- ledger` leaves anything else the user staged out of this commit; the
+            # clone's own hooks run (a pre-commit hook that refuses is the user's call).
+            self.repo.git.commit("-q", "-m", message, "--", LEDGER_DIR, env=_identity(self.repo))
+        except git.GitCommandError as error:
+            raise StateError(
+                f"cannot commit {LEDGER_DIR}/ ({_git_line(error)}); nothing was fetched or pushed",
+                where=str(self.repo.working_tree_dir),
+                hint=f"git status -- {LEDGER_DIR}; fix what git says, then ledger sync again",
+            ) from None
         return True
 
     def fetch(self) -> str | None:
