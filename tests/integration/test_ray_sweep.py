@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -118,16 +119,28 @@ def test_a_failing_run_is_recorded_by_its_box(cluster_and_project):
 
 def test_a_box_that_dies_mid_run_leaves_a_failure_entry_by_the_driver(cluster_and_project):
     cluster, project = cluster_and_project
-    # The study on box-c waits for a file that never comes, until its node is killed under it.
+    # The study on box-c says it started, then hangs until its node is killed under it.
+    started = project.clones["box-c"].parent / "box-c-study-started"
     gate = project.clones["box-c"] / "scripts" / "study.py"
-    gate.write_text("import time\nwhile True: time.sleep(1)\n")
+    gate.write_text(
+        f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\nwhile True: time.sleep(1)\n"
+    )
     git(project.clones["box-c"], "update-index", "--assume-unchanged", "scripts/study.py")
-    killer = threading.Timer(8.0, cluster.kill, args=("box-c",))
+
+    def kill_once_started() -> None:
+        for _ in range(600):
+            if started.exists():
+                break
+            time.sleep(0.2)
+        cluster.kill("box-c")
+
+    killer = threading.Thread(target=kill_once_started)
     killer.start()
     try:
         result = _sweep(project, cluster.address, "experiments/slow-on-box-c.yaml")
     finally:
         killer.join()
+    assert started.exists()
     assert result.returncode == 1, result.stdout + result.stderr
     lost = [e for e in ledger_lines(project.driver) if e["payload"].get("subject") == "slow-on-box-c"]
     assert [(e["writer"], e["kind"]) for e in lost] == [("driver", "failure")]

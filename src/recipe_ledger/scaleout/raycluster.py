@@ -22,6 +22,7 @@ from recipe_ledger.scaleout.sweep import Lost
 
 BOX_LABEL = "box"
 CONNECT_TIMEOUT_S = 5.0
+POLL_S = 5.0  # how often a wait for the next task checks that the boxes it waits on are alive
 
 
 @ray.remote(num_cpus=0, max_retries=0)
@@ -34,6 +35,7 @@ class RayCluster:
 
     def __init__(self, address: str):
         self.address = address
+        self._box_of: dict[Any, str] = {}  # task handle -> the box it was sent to
         _check_reachable(address)
         try:
             ray.init(
@@ -55,15 +57,29 @@ class RayCluster:
         }
 
     def submit(self, box: str, job: BoxJob) -> Any:
-        return _run_on_box.options(label_selector={BOX_LABEL: box}).remote(job)
+        handle = _run_on_box.options(label_selector={BOX_LABEL: box}).remote(job)
+        self._box_of[handle] = box
+        return handle
 
     def next_done(self, handles: Sequence[Any]) -> tuple[Any, BoxReport | Lost]:
-        ready, _ = ray.wait(list(handles), num_returns=1)
-        handle = ready[0]
+        """The next task to finish; a task whose box has no live node left is cancelled and lost
+        (a label selector is a hard constraint: Ray would keep it pending forever)."""
+        while True:
+            ready, _ = ray.wait(list(handles), num_returns=1, timeout=POLL_S)
+            if ready:
+                return ready[0], self._result(ready[0])
+            live = self.boxes()
+            for handle in handles:
+                if self._box_of[handle] not in live:
+                    ray.cancel(handle, force=True)
+                    return handle, Lost(f"no live node labelled box={self._box_of.pop(handle)} any more")
+
+    def _result(self, handle: Any) -> BoxReport | Lost:
+        self._box_of.pop(handle, None)
         try:
-            return handle, ray.get(handle)
+            return ray.get(handle)
         except RayError as error:  # the node died, its worker crashed, or the task raised
-            return handle, Lost(f"{type(error).__name__}: {_first_line(error)}")
+            return Lost(f"{type(error).__name__}: {_first_line(error)}")
 
     def close(self) -> None:
         ray.shutdown()
