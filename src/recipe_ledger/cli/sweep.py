@@ -21,7 +21,11 @@ if TYPE_CHECKING:  # the sweep's modules are imported when the command runs (the
 
 @click.command("sweep")
 @click.argument(
-    "specs", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, dir_okay=False)
+    "specs",
+    metavar="EXPERIMENT...",
+    nargs=-1,
+    required=True,
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
 )
 @click.option("--cluster", "address", required=True, help="Ray address of the head node (HOST:PORT).")
 @click.option(
@@ -47,9 +51,13 @@ def sweep_cmd(
 ) -> None:
     """Run each EXPERIMENT on the box it names (Ray label box=NAME); progress per box and a summary.
 
-    Each box runs `ledger run` in its own checkout, appends to its own chain and pushes it with
-    `ledger sync`. A box that dies, or returns without an entry, gets a failure entry written by
-    this driver under its own writer. At the end the driver syncs, so the summary's entries are here.
+    The driver pushes its commits first (the experiments must be committed). Each box runs
+    `ledger run` in its own checkout, appends to its own chain and pushes it with `ledger sync`.
+    A box that dies, or returns without an entry, gets a failure entry written by this driver
+    under its own writer. At the end the driver syncs, so the summary's entries are here.
+
+    Exit codes: 0 every experiment left a result, 1 some left a failure (each in the ledger),
+    2 bad input (a spec, an uncommitted spec), 3 no cluster or no node for a named box.
     """
     from recipe_ledger.scaleout import sweep
     from recipe_ledger.scaleout.onbox import BoxJob
