@@ -167,6 +167,17 @@ def dvc_executable() -> str | None:
     return shutil.which("dvc", path=str(Path(sys.executable).parent)) or shutil.which("dvc")
 
 
+@functools.cache
+def ray() -> str | None:
+    """Ray's package and its `ray` command (the sweep tests start their own local cluster)."""
+    missing = _importable("ray", "pip install 'recipe-ledger[ray]'")
+    if missing:
+        return missing
+    if not (Path(sys.executable).parent / "ray").is_file():
+        return f"no `ray` command beside {sys.executable}: pip install 'recipe-ledger[ray]'"
+    return None
+
+
 PROBES: dict[str, Probe] = {
     "docker-sdk": docker_sdk,
     "docker": docker_daemon,
@@ -178,6 +189,7 @@ PROBES: dict[str, Probe] = {
     "compat": compat,
     "mlflow": mlflow,
     "dvc": dvc,
+    "ray": ray,
 }
 
 

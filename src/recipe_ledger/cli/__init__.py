@@ -85,6 +85,14 @@ COMMANDS: dict[str, LazyCommand] = {
         "recipe_ledger.cli.site:site_cmd",
         "Build the static site: recipes with their command builder, releases, experiments, the ledger.",
     ),
+    "sweep": LazyCommand(
+        "recipe_ledger.cli.sweep:sweep_cmd",
+        "Run each EXPERIMENT on the box it names (Ray label box=NAME); progress per box and a summary.",
+    ),
+    "sync": LazyCommand(
+        "recipe_ledger.cli.sync:sync_cmd",
+        "Share the ledger through a git remote: commit, fetch, merge, verify, push (never forced).",
+    ),
     "tables": LazyCommand(
         "recipe_ledger.cli.tables:tables_cmd",
         "Write the published tables (csv, json, md) from the verified, non-retracted ledger entries.",

@@ -1,0 +1,130 @@
+"""`ledger sync`: share this box's chain through a git remote and take everyone else's.
+
+One round is: commit what changed under ``ledger/``, fetch, merge the remote's branch, verify the
+merged ledger, push. Per-writer chain files are what make the merge conflict-free (each box only
+appends to its own file); a merge that conflicts anyway is aborted and refused, never resolved here.
+A merged ledger that does not verify is undone (HEAD goes back to this box's own commit) before
+anything is pushed. A push the remote rejects because it moved on since the fetch starts a new round;
+nothing is ever force-pushed.
+
+The git side is an object with the ``Checkout`` shape (gitremote.GitCheckout in real use, a fake in
+unit tests); the verification is ledger.verify's, called as it is, not reimplemented.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from recipe_ledger.errors import StateError
+from recipe_ledger.ledger import gitremote
+from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.ledger.verify import Report, verify
+
+MAX_ROUNDS = 5  # pushes rejected as stale before giving up: each round is a fresh fetch and merge
+
+
+class Checkout(Protocol):
+    remote_name: str
+    branch: str
+
+    @property
+    def tracking_ref(self) -> str: ...
+
+    def head(self) -> str | None: ...
+    def commit_ledger(self) -> bool: ...
+    def fetch(self) -> str | None: ...
+    def merge(self, commit: str) -> bool: ...
+    def undo_merge(self, to: str | None) -> None: ...
+    def push(self) -> gitremote.PushOutcome: ...
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    remote: str
+    branch: str
+    committed: bool  # this box's new entries were committed by this sync
+    merged: bool  # the remote brought commits this clone lacked
+    rounds: int  # fetch-merge-push rounds (more than 1: the remote moved on under us)
+    entries_before: int
+    entries_after: int
+    chains: int
+
+
+def sync(
+    root: Path,
+    remote: str | None = None,
+    *,
+    checkout: Checkout | None = None,
+    max_rounds: int = MAX_ROUNDS,
+    pause: Callable[[float], None] = time.sleep,
+) -> SyncResult:
+    """Commit, fetch, merge, verify and push the ledger of the clone at ``root``."""
+    ledger = Ledger.open(root)
+    report = verify(ledger)
+    _refuse_broken(report, ledger, "before syncing")  # never push a ledger that is not whole
+    before = report.entries
+    repo = checkout or gitremote.open_checkout(root, remote)
+    committed = repo.commit_ledger()
+    merged = False
+    for attempt in range(1, max_rounds + 1):
+        merged_report = _fetch_merge_verify(repo, ledger)
+        if merged_report is not None:
+            report, merged = merged_report, True
+        outcome = repo.push()
+        if outcome.pushed:  # ``report`` is the verified ledger that was pushed
+            return SyncResult(
+                repo.remote_name,
+                repo.branch,
+                committed,
+                merged,
+                attempt,
+                before,
+                report.entries,
+                report.chains,
+            )
+        if not outcome.stale:
+            raise StateError(
+                f"{repo.remote_name} refused the push ({outcome.reason}); the merge stays local,"
+                " nothing was forced",
+                where=f"{repo.remote_name}/{repo.branch}",
+                hint="ask the remote's owner for push rights (or fix the hook), then ledger sync again",
+            )
+        pause(min(0.2 * attempt, 1.0))  # another box pushed between our fetch and push
+    raise StateError(
+        f"the remote moved on during each of {max_rounds} push attempts; everything is merged locally",
+        where=f"{repo.remote_name}/{repo.branch}",
+        hint=f"ledger sync {repo.remote_name} again in a moment",
+    )
+
+
+def _fetch_merge_verify(repo: Checkout, ledger: Ledger) -> Report | None:
+    """The verification of the merged ledger; None when the fetch brought nothing to merge."""
+    theirs = repo.fetch()
+    if theirs is None:  # the remote has no such branch yet: the push creates it
+        return None
+    ours = repo.head()
+    if not repo.merge(theirs):
+        return None
+    ledger.refresh()
+    report = verify(ledger)
+    if not report.ok:
+        repo.undo_merge(ours)
+        ledger.refresh()
+        _refuse_broken(report, ledger, f"after merging {repo.tracking_ref} (the merge was undone)")
+    return report
+
+
+def _refuse_broken(report: Report, ledger: Ledger, when: str) -> None:
+    if report.ok:
+        return
+    first = report.findings[0]
+    more = f" and {len(report.findings) - 1} more" if len(report.findings) > 1 else ""
+    raise StateError(
+        f"the ledger is not whole {when}: {first}{more}; nothing was pushed",
+        where=ledger.rel(ledger.dir),
+        hint="ledger verify",
+    )
