@@ -52,7 +52,7 @@ class LazyChoice(click.Choice):
         self.target = target
         super().__init__(())
 
-    @property  # type: ignore[override]
+    @property
     def choices(self) -> tuple[str, ...]:
         import importlib
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -251,7 +251,7 @@ def _fold(value: str, size: int) -> list[str]:
     return lines
 
 
-def _cut(word: str, size: int, measure) -> list[str]:
+def _cut(word: str, size: int, measure: Callable[[str], int]) -> list[str]:
     """``word`` in pieces of at most ``size`` columns (at least one character each)."""
     if measure is len:
         return [word[i : i + size] for i in range(0, len(word), size)]

@@ -137,11 +137,8 @@ def list_cmd(as_json: bool, root: Path) -> None:
         ]
         for r in found
     ]
-    print_table(
-        [Column("release", key=True), Column("id", key=True), free("lane"), "verification", "ledger"]
-        + ["image", "numbers"],
-        rows,
-    )
+    headers: list[str | Column] = [Column("release", key=True), Column("id", key=True), free("lane")]
+    print_table([*headers, "verification", "ledger", "image", "numbers"], rows)
     if not found:
         click.echo("(no releases)")
 
@@ -252,7 +249,7 @@ def _print_diff(a: str, b: str, rows: list[diffing.Row]) -> None:
             echo_line(name, text(row.a, "dim"))
             continue
         change = [Cell("  "), text(row.change, _change_style(row))] if row.change else []
-        line = [name, row.a, " -> ", text(row.b, "bold"), *change]
+        line: list[str | Cell] = [name, row.a, " -> ", text(row.b, "bold"), *change]
         if cell_len("".join(p if isinstance(p, str) else p.plain for p in line)) <= width():
             echo_line(*line)
         else:
