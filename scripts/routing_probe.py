@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Which experts a MoE served by SGLang routes to: record, drive requests, dump, summarise.
+
+    .venv-sglang/bin/python scripts/routing_probe.py --url URL --recorder-dir DIR --model-dir MODEL
+        [--requests 8] [--max-tokens 32] [--seed 0] --out FILE
+
+The server must run with ``--expert-distribution-recorder-mode stat`` and
+``SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR=DIR``. The probe calls ``/start_expert_distribution_record``,
+sends ``--requests`` seeded completions one after another (concurrency 1, temperature 0, so decode passes
+carry one token and the verify-window figures can be read), ``/stop_...`` and ``/dump_...``, loads the
+dump (a torch file: run it with the engine's python, which has torch), writes the raw counts and the
+skew curve to ``--out`` and prints the figures (recipe_ledger.routing) as the last stdout line, JSON.
+Exit 2 with one line on stderr when the engine gives no routing (a dense model, the recorder off).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from recipe_ledger.routing import pooled_curve, routing_figures  # noqa: E402
+
+WORDS = "the of and to in is that for it as with was on be by at this from or an are which".split()
+
+
+def post(url: str, payload: dict | None = None, timeout: float = 300) -> bytes:
+    data = json.dumps(payload).encode() if payload is not None else b""
+    request = urllib.request.Request(
+        url, data=data, headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return response.read()
+
+
+def served_model(base: str) -> str:
+    """The first model the server lists (SGLang answers for any name, vLLM does not)."""
+    try:
+        with urllib.request.urlopen(f"{base}/v1/models", timeout=30) as response:
+            return json.loads(response.read())["data"][0]["id"]
+    except (urllib.error.URLError, KeyError, IndexError, ValueError):
+        return "default"
+
+
+def prompts(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(24 + 8 * i)) for i in range(n)]
+
+
+def newest_dump(directory: Path, after: float, wait_s: float = 60) -> Path:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        fresh = [p for p in directory.glob("expert_distribution_recorder_*.pt") if p.stat().st_mtime >= after]
+        if fresh:
+            time.sleep(0.5)  # torch.save may still be writing
+            return max(fresh, key=lambda p: p.stat().st_mtime)
+        time.sleep(0.5)
+    raise SystemExit(
+        f"routing_probe: no expert distribution dump appeared in {directory} within {wait_s:g} s"
+    )
+
+
+def load_counts(path: Path) -> list[list[list[int]]]:
+    import torch
+
+    data = torch.load(str(path), weights_only=False)
+    logical = data.get("logical_count") if isinstance(data, dict) else None
+    if logical is None:
+        raise SystemExit(f"routing_probe: {path} has no logical_count (run the recorder in 'stat' mode)")
+    rows = logical.tolist()
+    return [one_pass for one_pass in rows if any(any(layer) for layer in one_pass)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--url", required=True)
+    p.add_argument("--recorder-dir", required=True, type=Path)
+    p.add_argument("--model-dir", required=True, type=Path)
+    p.add_argument("--requests", type=int, default=8)
+    p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, type=Path)
+    args = p.parse_args(argv)
+    config = json.loads((args.model_dir / "config.json").read_text())
+    topk = config.get("num_experts_per_tok")
+    if not topk:
+        print(f"routing_probe: {args.model_dir} is not a MoE model (no num_experts_per_tok)", file=sys.stderr)
+        return 2
+    base = args.url.rstrip("/")
+    args.recorder_dir.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    model = served_model(base)
+    try:
+        post(f"{base}/start_expert_distribution_record")
+        for prompt in prompts(args.requests, args.seed):
+            post(
+                f"{base}/v1/completions",
+                {"model": model, "prompt": prompt, "max_tokens": args.max_tokens, "temperature": 0},
+            )
+        post(f"{base}/stop_expert_distribution_record")
+        post(f"{base}/dump_expert_distribution_record")
+    except urllib.error.URLError as exc:
+        print(f"routing_probe: {base} did not record routing ({exc}); is the recorder on?", file=sys.stderr)
+        return 2
+    counts = load_counts(newest_dump(args.recorder_dir, started))
+    figures = routing_figures(counts, int(topk))
+    if not figures:
+        print("routing_probe: the dump holds no expert hits (no MoE layer ran?)", file=sys.stderr)
+        return 2
+    args.out.write_text(
+        json.dumps({"topk": topk, "counts": counts, "curve": pooled_curve(counts)}, separators=(",", ":"))
+    )
+    print(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
