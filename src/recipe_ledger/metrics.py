@@ -119,8 +119,59 @@ def _study(name: str, label: str, description: str) -> Metric:
     )
 
 
+def _routing_metrics() -> list[Metric]:
+    """What scripts/routing_probe.py reports (recipe_ledger.routing): skew has no better direction."""
+    source = {"sglang": "expert-distribution recorder (stat) via scripts/routing_probe.py"}
+    shares = [
+        Metric(
+            f"routing_hit_share_top{pct}",
+            "share",
+            None,
+            f"hits on the top {pct}% of experts",
+            3,
+            f"share of routed hits on the hottest {pct}% of each layer's experts, mean over layers",
+            source,
+        )
+        for pct in (25, 50, 73)
+    ]
+    windows = [
+        Metric(
+            f"routing_window_multiplier_k{k}",
+            "x",
+            None,
+            f"experts per {k}-token window",
+            2,
+            f"unique experts {k} consecutive decode tokens select, over one token's top-k",
+            source,
+        )
+        for k in (2, 4, 5, 8)
+    ]
+    spread = [
+        Metric(
+            "routing_gini",
+            "index",
+            None,
+            "routing Gini",
+            3,
+            "Gini of hits over experts, mean over layers",
+            source,
+        ),
+        Metric(
+            "routing_entropy",
+            "index",
+            None,
+            "routing entropy",
+            3,
+            "entropy / log(experts), mean over layers",
+            source,
+        ),
+    ]
+    return [*shares, *windows, *spread]
+
+
 _TABLE: list[Metric] = [
     *_latency_metrics(),
+    *_routing_metrics(),
     _bench(
         "output_tps_total",
         "tok/s",
@@ -243,6 +294,7 @@ SUMMARY_METRICS: tuple[str, ...] = (
     "hbm_read_gbps",
     "uva_read_gbps",
     "h2d_memcpy_gbps",
+    *(m.name for m in _routing_metrics()),
 )
 
 # The metrics an experiment page plots against concurrency, in this order, when the result has them.
