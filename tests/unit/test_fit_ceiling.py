@@ -68,3 +68,10 @@ def test_nothing_offloaded_is_one_line():
     result = _fit("--predict", "--offload-gb", "0")
     assert result.exit_code == 2
     assert "nothing is offloaded" in result.output and "Traceback" not in result.output
+
+
+def test_a_result_without_routing_figures_is_refused_in_one_line():
+    # The hot/cold study's result (this repository's ledger) measured step times, not routing.
+    result = _fit("--predict", "--window", "5", "--routing-from", "ec6197b49d31")
+    assert result.exit_code == 2
+    assert "has no routing_window_multiplier_k5" in result.output and "Traceback" not in result.output

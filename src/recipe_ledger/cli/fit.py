@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from recipe_ledger.cli.options import json_option, recipes_option
+from recipe_ledger.cli.options import given_root, json_option, recipes_option
 from recipe_ledger.cli.output import print_json, print_table
 from recipe_ledger.recipes.boxes import list_boxes as list_boxes_in
 from recipe_ledger.recipes.catalog import RecipeRoot
@@ -57,6 +57,13 @@ from recipe_ledger.recipes.fitting import fit_recipe, fit_report_dict, predict_c
     help="Measured unique experts in a --window over one token's (seed 000: 3.7 at k=5); "
     "default: uniform routing.",
 )
+@click.option(
+    "--routing-from",
+    "routing_entry",
+    metavar="ENTRY",
+    help="A routing result in the ledger (scripts/routing_probe.py) whose measured experts per --window "
+    "replace uniform routing's (its control arm, first point).",
+)
 @json_option("The fit report as JSON.")
 @recipes_option
 def fit(
@@ -70,6 +77,7 @@ def fit(
     batches: tuple[int, ...],
     window: int,
     window_multiplier: float | None,
+    routing_entry: str | None,
     as_json: bool,
     recipes: Path,
 ) -> None:
@@ -78,8 +86,8 @@ def fit(
     Shows where each checkpoint component lives, the GPU-resident total against HBM x
     utilization, host RAM used, KV bytes per token x context, and what must be offloaded.
     """
-    root = RecipeRoot(recipes)
-    boxes_dir = root.root / "boxes"
+    recipe_root = RecipeRoot(recipes)
+    boxes_dir = recipe_root.root / "boxes"
     if list_boxes:
         print_table(
             ["box", "hardware", "GPUs", "HBM/GPU GiB", "host RAM GiB", "link GB/s"],
@@ -92,19 +100,23 @@ def fit(
     if not name or not box:
         raise click.UsageError("give a recipe NAME and --box (or --list-boxes)")
     report, resolved = fit_recipe(
-        root, name, box, context=context, offload_gib=offload_gb, gpu_utilization=gpu_util
+        recipe_root, name, box, context=context, offload_gib=offload_gb, gpu_utilization=gpu_util
     )
     ceilings: list[Ceiling] = []
     ceiling_notes: list[str] = []
     if predict:
         windows = sorted({1, window})
+        source = "given with --window-multiplier"
+        if routing_entry:
+            window_multiplier, source = measured_window_multiplier(given_root(), routing_entry, window)
         ceilings, ceiling_notes = predict_ceilings(
-            root,
+            recipe_root,
             report,
             resolved,
             batches=list(batches) or [1, 8, 32],
             windows=windows,
             measured_multiplier=window_multiplier,
+            multiplier_source=source,
         )
     if as_json:
         data = fit_report_dict(report)
@@ -183,3 +195,21 @@ def print_ceilings(ceilings: list[Ceiling], notes: list[str]) -> None:
     click.echo("ceiling assumptions:")
     for note in notes:
         click.echo(f"  - {note}")
+
+
+def measured_window_multiplier(root: Path, entry_id: str, window: int) -> tuple[float, str]:
+    """The control arm's measured experts per ``window`` tokens from a routing result, and where it came
+    from (in words, for the assumptions)."""
+    from recipe_ledger.errors import InputError
+    from recipe_ledger.ledger.store import Ledger
+
+    entry = Ledger.open(root).get(entry_id)
+    metrics = entry.get("payload", {}).get("metrics", {})
+    suffix = f".routing_window_multiplier_k{window}"
+    keys = sorted(k for k in metrics if k.startswith("control.") and k.endswith(suffix))
+    if not keys:
+        raise InputError(
+            f"entry {entry['id'][:12]} has no routing_window_multiplier_k{window} for its control arm",
+            hint=f"ledger show {entry['id'][:12]}; a routing result comes from scripts/routing_probe.py",
+        )
+    return float(metrics[keys[0]]), f"ledger result {entry['id'][:12]}, {keys[0]}"

@@ -167,6 +167,11 @@ writer_option = click.option(
 )
 
 
+def given_root() -> Path:
+    """The project root of a command that takes ``recipes_option`` (its ``--root``, else found)."""
+    return project_root(click.get_current_context().meta.get(_RAW_ROOT))
+
+
 def recipes_given() -> bool:
     """Whether the running command got ``--recipes`` or ``--root`` (lint then ignores where its paths lie)."""
     ctx = click.get_current_context()

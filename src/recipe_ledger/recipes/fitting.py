@@ -68,6 +68,7 @@ def predict_ceilings(
     batches: list[int],
     windows: list[int],
     measured_multiplier: float | None = None,
+    multiplier_source: str = "given with --window-multiplier",
 ) -> tuple[list[Ceiling], list[str]]:
     """The link-bound decode ceilings of a fit's expert offload, one per (batch, window), with
     their assumptions. ``measured_multiplier`` replaces uniform routing's for the largest window."""
@@ -89,7 +90,7 @@ def predict_ceilings(
         memory.routing.experts_per_layer,
         memory.routing.experts_per_token,
         measured,
-        source="given with --window-multiplier",
+        source=multiplier_source,
     )
     link = box.link.bandwidth_gbps
     ceilings = [
