@@ -27,6 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from recipe_ledger.routing import pooled_curve, routing_figures  # noqa: E402
 
+# Lab boxes often export http_proxy; a server on loopback must not be asked through it.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 WORDS = "the of and to in is that for it as with was on be by at this from or an are which".split()
 
 
@@ -35,14 +37,14 @@ def post(url: str, payload: dict | None = None, timeout: float = 300) -> bytes:
     request = urllib.request.Request(
         url, data=data, headers={"Content-Type": "application/json"}, method="POST"
     )
-    with urllib.request.urlopen(request, timeout=timeout) as response:
+    with _OPENER.open(request, timeout=timeout) as response:
         return response.read()
 
 
 def served_model(base: str) -> str:
     """The first model the server lists (SGLang answers for any name, vLLM does not)."""
     try:
-        with urllib.request.urlopen(f"{base}/v1/models", timeout=30) as response:
+        with _OPENER.open(f"{base}/v1/models", timeout=30) as response:
             return json.loads(response.read())["data"][0]["id"]
     except (urllib.error.URLError, KeyError, IndexError, ValueError):
         return "default"

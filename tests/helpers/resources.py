@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 SERVE_VLLM = REPO / ".venv-serve" / "bin" / "vllm"
 SGLANG_PYTHON = REPO / ".venv-sglang" / "bin" / "python"  # scripts/setup_sglang_venv.sh builds it
 TINY_MODEL = REPO / ".cache" / "tiny-model"
+TINY_MOE = REPO / ".cache" / "tiny-moe"  # make_tiny_model.py --experts 16 (./dev serve-setup)
 COMPAT = REPO.parent / "shared" / "compat"
 REGISTRY = "127.0.0.1:5000"
 CPU_LANE_IMAGE = f"{REGISTRY}/recipe-ledger/vllm-cpu:0.32.0-tiny"  # scripts/build_cpu_image.sh's tag
@@ -89,8 +90,9 @@ def registry() -> str | None:
 def vllm() -> str | None:
     if not SERVE_VLLM.is_file():
         return f"no vLLM serving venv ({SERVE_VLLM} is missing): ./dev serve-setup"
-    if not (TINY_MODEL / "model.safetensors").is_file():
-        return f"no tiny model in {TINY_MODEL}: ./dev serve-setup"
+    for model in (TINY_MODEL, TINY_MOE):
+        if not (model / "model.safetensors").is_file():
+            return f"no tiny model in {model}: ./dev serve-setup"
     return None
 
 

@@ -66,3 +66,35 @@ def test_figures_name_every_metric():
 def test_no_hits_give_no_figures():
     assert routing.routing_figures([], topk=2) == {}
     assert routing.routing_figures([[[0, 0, 0]]], topk=2) == {}
+
+
+def test_the_probe_refuses_a_dense_model_before_any_request(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    dense = tmp_path / "dense"
+    dense.mkdir()
+    (dense / "config.json").write_text(json.dumps({"model_type": "qwen2", "num_hidden_layers": 2}))
+    probe = Path(__file__).resolve().parents[2] / "scripts" / "routing_probe.py"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(probe),
+            "--url",
+            "http://127.0.0.1:9",
+            "--recorder-dir",
+            str(tmp_path / "d"),
+            "--model-dir",
+            str(dense),
+            "--out",
+            str(tmp_path / "out.json"),
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and "is not a MoE model" in result.stderr
+    assert not (tmp_path / "out.json").exists()
