@@ -98,3 +98,32 @@ def test_the_probe_refuses_a_dense_model_before_any_request(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "is not a MoE model" in result.stderr
     assert not (tmp_path / "out.json").exists()
+
+
+def _probe_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "routing_probe.py"
+    spec = importlib.util.spec_from_file_location("routing_probe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_vllms_routed_experts_array_becomes_one_pass_per_token():
+    import base64
+    import io
+
+    numpy = pytest.importorskip("numpy")
+    probe = _probe_module()
+    # Three tokens, two layers, top-2 over 4 experts: the [tokens, layers, k] array vLLM returns.
+    routed = numpy.array([[[0, 1], [2, 3]], [[0, 2], [2, 3]], [[1, 3], [2, 3]]], dtype=numpy.uint8)
+    buffer = io.BytesIO()
+    numpy.save(buffer, routed, allow_pickle=False)
+    decoded = probe.decode_routed_experts(base64.b64encode(buffer.getvalue()).decode())
+    passes = probe.token_passes(decoded, experts=4)
+    assert passes[0] == [[1, 1, 0, 0], [0, 0, 1, 1]]
+    figures = routing.routing_figures(passes, topk=2)
+    # Layer 1 never changes experts (x1); layer 0 touches 3 then 4 distinct over windows of 2: (1.5 + 2) / 2.
+    assert figures["routing_window_multiplier_k2"] == pytest.approx((1.0 + 1.0 + 1.5 + 2.0) / 4)
