@@ -37,6 +37,7 @@ from recipe_ledger.ledger.views import dirty_flag, image_text, summarize
 from recipe_ledger.recipes.boxes import Box, list_boxes
 from recipe_ledger.recipes.catalog import LoadedRecipe, RecipeRoot
 from recipe_ledger.recipes.command import CommandRequest, resolve_for_people
+from recipe_ledger.site import experiments as experiments_mod
 from recipe_ledger.site import plots
 from recipe_ledger.site.recipes import (
     CachedRoot,
@@ -84,6 +85,14 @@ def short(entry_id: str) -> str:
 
 def clip(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + f"… ({len(text):,} characters in all)"
+
+
+def value_with_unit(value: Any, name: str) -> str:
+    """A number of metric ``name`` (or of a summary key ``arm.cN.metric``) with its unit."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return tables_mod.fmt_number(value)
+    parsed = metric_table.parse_summary_key(name)
+    return metric_table.format_value(parsed[2] if parsed else name, value)
 
 
 def markdown_html(text: str) -> str:
@@ -201,6 +210,7 @@ class SiteWriter:
         self.env.filters["num"] = tables_mod.fmt_number
         self.env.filters["pct"] = metric_table.format_effect
         self.env.filters["url"] = lambda v: quote(str(v))
+        self.env.filters["unit"] = value_with_unit
 
     def write_text(self, rel: str, text: str) -> None:
         path = self.out / rel
@@ -525,10 +535,46 @@ def _release_data(entry: dict, previous: dict | None, index: LedgerIndex, paths:
             for rel, other in index.referred_by.get(entry["id"], [])
         ],
         "verified": p.get("verified"),
-        "unverified": p.get("unverified", []),
+        "unverified": p.get("unverified") or release_doubts(entry, index),
+        "reproductions": reproductions_of(index, entry["id"], root),
         "box": sorted((p.get("box") or {}).items()),
         "numbers": [_release_number(n, index, root) for n in p.get("numbers", [])],
     }
+
+
+def release_doubts(entry: dict[str, Any], index: LedgerIndex) -> list[str]:
+    """Why a release that records no verification (an imported or older one) is not verified,
+    read from its own pins: the reasons `ledger release publish` would give today."""
+    p = entry.get("payload") or {}
+    origin, image, model = p.get("origin") or {}, p.get("image") or {}, p.get("model") or {}
+    checks = [
+        (origin.get("how") == "imported", f"imported from {origin.get('source')}, not measured here"),
+        (not image.get("digest"), "the image has no digest (a tag can move)"),
+        (not model.get("revision"), "the model revision is not recorded"),
+        (not p.get("spec_sha256"), "no release spec hash"),
+        (not p.get("numbers"), "no number is tied to a result entry of this ledger"),
+        (bool(dirty_flag(entry)), "written from a dirty tree"),
+    ]
+    return [reason for failed, reason in checks if failed]
+
+
+def reproductions_of(index: LedgerIndex, entry_id: str, root: str) -> list[dict[str, Any]]:
+    """The reproduction entries that name ``entry_id`` (as their target or as `see`), in words."""
+    out = []
+    for _, other in index.referred_by.get(entry_id, []):
+        found = index.by_id.get(other) or {}
+        if found.get("kind") != "reproduction":
+            continue
+        payload = redact_all(found.get("payload") or {})
+        out.append(
+            {
+                **entry_ref(index, other, root),
+                "ts": found.get("ts", ""),
+                "outcome": payload.get("outcome"),
+                "lines": [r["words"] for r in experiments_mod.reproduction_lines(payload)],
+            }
+        )
+    return list({r["id"]: r for r in out}.values())
 
 
 def _release_number(number: dict, index: LedgerIndex, root: str) -> dict[str, Any]:
@@ -641,7 +687,7 @@ def sweep_series(metrics: dict[str, float]) -> dict[str, dict[str, list[tuple[fl
     return {m: dict(arms) for m, arms in out.items()}
 
 
-def experiment_pages(index: LedgerIndex) -> list[tuple[str, dict[str, Any], list[str]]]:
+def experiment_pages(index: LedgerIndex, project: Path) -> list[tuple[str, dict[str, Any], list[str]]]:
     """[(path, data, svg plots)] per result entry carrying an experiment record."""
     out = []
     for entry in index.entries:
@@ -651,17 +697,72 @@ def experiment_pages(index: LedgerIndex) -> list[tuple[str, dict[str, Any], list
         entry = redact_all(entry)
         experiment = entry["payload"]["experiment"]
         path = f"experiments/{slugify(str(experiment.get('name', 'experiment')))}-{short(entry['id'])}.html"
-        out.append((path, *_experiment_data(entry, experiment, index, "../")))
+        out.append((path, *_experiment_data(entry, experiment, index, "../", project)))
     return out
 
 
-def _experiment_data(entry: dict, experiment: dict, index: LedgerIndex, root: str) -> tuple[dict, list[str]]:
+def experiment_charts(
+    bars: list[dict[str, Any]], sweeps: dict, chosen: list[str], control: str | None, repeats: dict
+) -> list[str]:
+    """The bar metrics first (each arm's median and repeats at the bar's point), then the verdict
+    effects, then the sweeps against concurrency; every axis names its unit."""
+    places = dict.fromkeys((str(b["metric"]), str(b["point"])) for b in bars)
+    charts = [_bar_metric_chart(m, pt, bars, control, repeats.get((m, pt), {})) for m, pt in places]
+    if bars:
+        charts.append(plots.effects_chart(bars))
+    for metric in chosen:
+        samples = {
+            arm: [
+                (float(pt), v)
+                for (name, pt), by_arm in repeats.items()
+                if name == metric
+                for v in by_arm.get(arm, [])
+            ]
+            for arm in sweeps[metric]
+        }
+        charts.append(
+            plots.sweep_chart(
+                sweeps[metric],
+                title=f"{metric} against concurrency (line: median; hollow dots: repeats)",
+                y_label=plots.axis_label(metric),
+                samples=samples,
+            )
+        )
+    return charts
+
+
+def _bar_metric_chart(
+    metric: str, point: str, bars: list[dict[str, Any]], control: str | None, samples: dict[str, list[float]]
+) -> str:
+    """One bar metric at its point: the control's and each candidate's median, and the repeats."""
+    here = [b for b in bars if (str(b["metric"]), str(b["point"])) == (metric, point)]
+    values = {str(b["candidate"]): b["value"] for b in here if isinstance(b.get("value"), (int, float))}
+    control_values = [b["control"] for b in here if isinstance(b.get("control"), (int, float))]
+    if control and control_values:
+        values[control] = control_values[0]
+    direction = here[0].get("direction") if here else None
+    better = f"; {direction} is better" if direction else ""
+    return plots.arms_chart(
+        values,
+        title=f"{metric} at point {point}: median per arm, dots are repeats{better}",
+        x_label=plots.axis_label(metric),
+        control=control,
+        samples=samples,
+    )
+
+
+def _experiment_data(
+    entry: dict, experiment: dict, index: LedgerIndex, root: str, project: Path
+) -> tuple[dict, list[str]]:
     p = entry["payload"]
     bars = [_keys_filled(b, BAR_KEYS) for b in experiment.get("bars", []) if isinstance(b, dict)]
     sweeps = sweep_series(p.get("metrics", {}))
     chosen = metric_table.headline(sweeps)
-    charts = [plots.effects_chart(bars)] if bars else []
-    charts += [plots.sweep_chart(sweeps[m], title=f"{m} against concurrency", y_label=m) for m in chosen]
+    control = experiments_mod.control_arm(experiment)
+    arms = experiment.get("arms") or {}
+    params, params_note = experiments_mod.spec_params(project, experiment)
+    repeats = experiments_mod.repeat_values(project, experiment, p.get("artifacts") or {})
+    charts = experiment_charts(bars, sweeps, chosen, control, repeats)
     calibration = experiment.get("calibration")
     data = {
         "entry": entry_ref(index, entry["id"], root),
@@ -682,9 +783,15 @@ def _experiment_data(entry: dict, experiment: dict, index: LedgerIndex, root: st
         "duration_s": experiment.get("duration_s"),
         # Every arm is an object: ExperimentRecord.arms was validated when the entry was written.
         "arms": [
-            {"name": k, **_keys_filled(v, ARM_KEYS)}
-            for k, v in sorted((experiment.get("arms") or {}).items())
+            {"name": k, "params": sorted(params.get(k, {}).items()), **_keys_filled(v, ARM_KEYS)}
+            for k, v in sorted(arms.items(), key=lambda kv: (kv[0] != control, kv[0]))
         ],
+        "control": control,
+        "differences": experiments_mod.arm_differences(arms, control, params),
+        "params_note": params_note,
+        "instrument_classes": experiments_mod.instrument_classes(p),
+        "repeats_shown": bool(repeats),
+        "reproductions": reproductions_of(index, entry["id"], root),
         "bars": bars,
         # Cross-engine experiments: the one client that measured both arms, per bar.
         "clients": sorted((experiment.get("clients") or {}).items()),
@@ -794,7 +901,7 @@ def build_site(
     evidence = recipe_evidence(infos, index, {b.id: b for b in boxes}, hardware_ids)
     _write_recipes(writer, infos, root, boxes, evidence, index, tick)
     releases = release_pages(index)
-    experiments = experiment_pages(index)
+    experiments = experiment_pages(index, project)
     _write_releases(writer, releases, index)
     _write_experiments(writer, experiments)
     _write_timeline(writer, index, tick)
