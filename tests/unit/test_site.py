@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from recipe_ledger.cli import main
 from recipe_ledger.errors import StateError
 from recipe_ledger.site import build_site
-from recipe_ledger.site.build import MAX_SHOWN_CHARS, slugify
+from recipe_ledger.site.build import slugify
+from recipe_ledger.site.timeline import MAX_SHOWN_CHARS
 
 from helpers.projects import PLANT, REPO, TOKEN, make_project
 

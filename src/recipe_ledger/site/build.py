@@ -22,6 +22,7 @@ import unicodedata
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -38,22 +39,23 @@ from recipe_ledger.recipes.boxes import Box, list_boxes
 from recipe_ledger.recipes.catalog import LoadedRecipe, RecipeRoot
 from recipe_ledger.recipes.command import CommandRequest, resolve_for_people
 from recipe_ledger.site import experiments as experiments_mod
-from recipe_ledger.site import plots
+from recipe_ledger.site import plots, timeline
 from recipe_ledger.site.recipes import (
     CachedRoot,
-    builder_data,
     error_text,
     fit_rows,
     recipe_name,
     redact,
     redact_all,
     refresh_secret_env,
+    start_builders,
 )
 
 MARKER = ".recipe-ledger-site"  # a folder holding this file may be emptied and rebuilt
 TIMELINE_PAGE = 1000  # entries per ledger timeline page
+RECIPE_LEDGER_ROWS = 50  # newest entries naming a recipe listed on its page (the timeline has all)
+EVIDENCE_LINKS = 3  # newest entries linked per recipe x hardware cell
 TABLE_ROWS_SHOWN = 500  # rows of each table on tables.html (the files under tables/ have them all)
-MAX_SHOWN_CHARS = 2000  # free text longer than this is cut on the timeline (the JSON has it whole)
 Progress = Callable[[str, int, int], None]
 
 
@@ -81,10 +83,6 @@ def slugify(text: str) -> str:
 
 def short(entry_id: str) -> str:
     return entry_id[:12]
-
-
-def clip(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + f"… ({len(text):,} characters in all)"
 
 
 def value_with_unit(value: Any, name: str) -> str:
@@ -336,13 +334,20 @@ def recipe_evidence(
 
 def recipe_page_data(
     info: RecipeInfo, root: RecipeRoot, boxes: list[Box], evidence: list, index: LedgerIndex
-) -> tuple[dict[str, Any], str, dict[str, Any] | None]:
-    """(page data, guide HTML, builder data) of one recipe."""
+) -> tuple[dict[str, Any], str]:
+    """(page data, guide HTML) of one recipe (its builder data is computed apart: start_builders)."""
     rel_root = "../" * info.page.count("/")
-    ledger_rows = [_evidence_row(entry, hws, index, rel_root) for entry, hws in evidence]
-    base = {"name": info.name, "ref": info.ref, "error": info.error, "ledger": ledger_rows}
+    shown = evidence[-RECIPE_LEDGER_ROWS:][::-1]
+    ledger_rows = [_evidence_row(entry, hws, index, rel_root) for entry, hws in shown]
+    base = {
+        "name": info.name,
+        "ref": info.ref,
+        "error": info.error,
+        "ledger": ledger_rows,
+        "ledger_total": len(evidence),
+    }
     if info.loaded is None:
-        return base, "", None
+        return base, ""
     recipe = info.loaded.recipe
     guide = redact(recipe.guide if isinstance(recipe.guide, str) else "")
     data: dict[str, Any] = {
@@ -352,6 +357,9 @@ def recipe_page_data(
         "description": redact(recipe.meta.description),
         "model_id": recipe.model.model_id,
         "hardware": {hw: str(state) for hw, state in recipe.meta.hardware.items()},
+        "evidence": evidence_cells(
+            {hw: str(state) for hw, state in recipe.meta.hardware.items()}, evidence, index, rel_root
+        ),
         "variants": [
             {
                 "name": v,
@@ -364,19 +372,35 @@ def recipe_page_data(
         "fit": fit_rows(root, info.loaded, boxes),
         "guide_markdown": guide,
     }
-    return data, markdown_html(guide), builder_data(root, info.loaded)
+    return data, markdown_html(guide)
 
 
 def _evidence_row(entry: dict[str, Any], hardware: set[str], index: LedgerIndex, root: str) -> dict[str, Any]:
-    return redact_all(
-        {
-            **entry_ref(index, entry["id"], root),
-            "kind": entry.get("kind"),
-            "ts": entry.get("ts", ""),
-            "summary": summarize(entry, 140),
-            "hardware": sorted(hardware),
-        }
-    )
+    return {
+        **entry_ref(index, entry["id"], root),
+        "kind": entry.get("kind"),
+        "ts": entry.get("ts", ""),
+        "summary": redact(summarize(entry, 140)),
+        "hardware": sorted(hardware),
+    }
+
+
+EVIDENCE_KINDS = ("result", "release", "reproduction", "failure")
+
+
+def evidence_cells(
+    hardware: dict[str, str], evidence: list[tuple[dict[str, Any], set[str]]], index: LedgerIndex, root: str
+) -> list[dict[str, Any]]:
+    """Per hardware the recipe names (or the ledger ties to it): what the recipe claims, and the
+    measured evidence behind it by kind, with the newest entries linked; or none."""
+    names = list(hardware) + sorted({hw for _, hws in evidence for hw in hws} - set(hardware))
+    cells = []
+    for hw in names:
+        here = [e for e, hws in evidence if hw in hws and e.get("kind") in EVIDENCE_KINDS]
+        counts = {kind: sum(e.get("kind") == kind for e in here) for kind in EVIDENCE_KINDS}
+        newest = [_evidence_row(e, {hw}, index, root) for e in here[-EVIDENCE_LINKS:][::-1]]
+        cells.append({"hardware": hw, "claimed": hardware.get(hw, ""), "counts": counts, "newest": newest})
+    return cells
 
 
 def api_recipe(info: RecipeInfo, root: RecipeRoot) -> dict[str, Any]:
@@ -433,34 +457,24 @@ def index_page_data(infos: list[RecipeInfo], evidence: dict, hardware_order: lis
 
 
 def timeline_rows(index: LedgerIndex, entries: list[dict[str, Any]], root: str) -> list[dict[str, Any]]:
-    return [_timeline_row(index, entry, root) for entry in entries]
+    clean = _cached_redact()
+    return [
+        timeline.row_data(entry, entry_ref(index, entry["id"], root), _refs(index, entry, root), clean)
+        for entry in entries
+    ]
 
 
-def _timeline_row(index: LedgerIndex, entry: dict[str, Any], root: str) -> dict[str, Any]:
-    p = entry.get("payload", {})
-    numbers = p.get("metrics") or p.get("numbers") or {}
-    refs = [
+def _refs(index: LedgerIndex, entry: dict[str, Any], root: str) -> list[dict[str, Any]]:
+    return [
         {"rel": r.get("rel"), **entry_ref(index, r["id"], root)}
         for r in entry.get("refs", ())
         if r.get("id") in index.by_id
     ]
-    return redact_all(
-        {
-            **entry_ref(index, entry["id"], root),
-            "ts": entry.get("ts", ""),
-            "writer": entry.get("writer", ""),
-            "kind": entry.get("kind", ""),
-            "summary": clip(summarize(entry, MAX_SHOWN_CHARS)),
-            "numbers": [[k, v] for k, v in sorted(numbers.items())[:12]] if isinstance(numbers, dict) else [],
-            "more_numbers": max(0, len(numbers) - 12) if isinstance(numbers, dict) else 0,
-            "fix": clip(str(p.get("fix") or "")),
-            "cause_class": str(p.get("cause_class") or ""),
-            "detail": clip(str(p.get("text") or ""), 600)
-            if entry.get("kind") == "note" and p.get("title")
-            else "",
-            "refs": refs,
-        }
-    )
+
+
+def _cached_redact() -> Callable[[str], str]:
+    """``redact`` of a shown string, cached: writers, kinds and subjects repeat on every page."""
+    return lru_cache(maxsize=1 << 16)(redact)
 
 
 def release_pages(index: LedgerIndex) -> list[tuple[str, dict[str, Any]]]:
@@ -898,14 +912,15 @@ def build_site(
     report.recipes = len(infos)
     report.broken_recipes = [i.name for i in infos if i.error]
     hardware_ids = root.hardware_ids() if (root.root / "taxonomy.yaml").is_file() else []
+    builders = start_builders(root, [i.loaded for i in infos])  # in worker processes, meanwhile:
     evidence = recipe_evidence(infos, index, {b.id: b for b in boxes}, hardware_ids)
-    _write_recipes(writer, infos, root, boxes, evidence, index, tick)
     releases = release_pages(index)
     experiments = experiment_pages(index, project)
     _write_releases(writer, releases, index)
     _write_experiments(writer, experiments)
     _write_timeline(writer, index, tick)
     _write_tables(writer, read_tables(view))
+    _write_recipes(writer, infos, builders(), root, boxes, evidence, index, tick)
     counts = _counts(index, infos, releases, experiments)
     writer.page("index.html", "index.html", index_page_data(infos, evidence, hardware_ids, counts))
     writer.write_text("api/models.json", dump_json(_models_index(infos)))
@@ -917,6 +932,7 @@ def build_site(
 def _write_recipes(
     writer: SiteWriter,
     infos: list[RecipeInfo],
+    builders: list[dict[str, Any] | None],
     root: RecipeRoot,
     boxes: list[Box],
     evidence: dict,
@@ -925,8 +941,9 @@ def _write_recipes(
 ) -> None:
     def one(i: int, out: SiteWriter) -> None:
         info = infos[i]
-        data, guide_html, builder = recipe_page_data(info, root, boxes, evidence.get(info.name, []), index)
-        out.page(info.page, "recipe.html", {**data, "builder": builder}, compact=True, guide_html=guide_html)
+        data, guide_html = recipe_page_data(info, root, boxes, evidence.get(info.name, []), index)
+        page = {**data, "builder": builders[i]}
+        out.page(info.page, "recipe.html", page, compact=True, guide_html=guide_html)
         out.write_text(f"api/{info.name}.json", dump_json(api_recipe(info, root)))
 
     run_tasks(len(infos), one, writer, "recipes", tick)
@@ -979,7 +996,8 @@ def _write_timeline(writer: SiteWriter, index: LedgerIndex, tick: Progress) -> N
             "heads": [{"writer": w, "entries": n, "head": h} for w, n, h in index.heads],
             "entries": timeline_rows(index, chunk, "../"),
         }
-        out.page(f"ledger/{name}.html", "ledger.html", data, compact=True)
+        rows = timeline.rows_html(data["entries"])
+        out.page(f"ledger/{name}.html", "ledger.html", data, compact=True, rows_html=rows)
 
     run_tasks(pages, one, writer, "ledger", tick)
 
