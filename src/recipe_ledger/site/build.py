@@ -93,9 +93,36 @@ def value_with_unit(value: Any, name: str) -> str:
     return metric_table.format_value(parsed[2] if parsed else name, value)
 
 
-def markdown_html(text: str) -> str:
-    """CommonMark with tables; raw HTML in the source is escaped (shown as text), never passed on."""
-    return MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
+def markdown_html(text: str, link: Callable[[str], str] | None = None) -> str:
+    """CommonMark with tables; raw HTML in the source is escaped (shown as text), never passed on.
+    ``link`` rewrites each link's target (a guide's site-absolute links: see ``guide_link``)."""
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    tokens = md.parse(text)
+    if link is not None:
+        for token in tokens:
+            for child in token.children or ():
+                if child.type == "link_open" and isinstance(child.attrs.get("href"), str):
+                    child.attrs["href"] = link(child.attrs["href"])
+    return md.renderer.render(tokens, md.options, {})
+
+
+UPSTREAM = "https://recipes.vllm.ai"  # where the recipes' own site-absolute links point
+
+
+def guide_link(pages: dict[str, str], root: str) -> Callable[[str], str]:
+    """A guide's ``/org/model`` link (recipes.vllm.ai's form): this site's page of that recipe when
+    it has one, else the same path on recipes.vllm.ai; other links unchanged."""
+
+    def rewrite(href: str) -> str:
+        if not href.startswith("/") or href.startswith("//"):
+            return href
+        path, _, fragment = href.partition("#")
+        page = pages.get(path.strip("/").lower())
+        if page:
+            return root + quote(page) + (f"#{fragment}" if fragment else "")
+        return UPSTREAM + href
+
+    return rewrite
 
 
 def dump_json(data: Any, *, compact: bool = False) -> str:
@@ -209,6 +236,7 @@ class SiteWriter:
         self.env.filters["pct"] = metric_table.format_effect
         self.env.filters["url"] = lambda v: quote(str(v))
         self.env.filters["unit"] = value_with_unit
+        self.env.filters["percent"] = tables_mod.percent_text
 
     def write_text(self, rel: str, text: str) -> None:
         path = self.out / rel
@@ -333,7 +361,12 @@ def recipe_evidence(
 
 
 def recipe_page_data(
-    info: RecipeInfo, root: RecipeRoot, boxes: list[Box], evidence: list, index: LedgerIndex
+    info: RecipeInfo,
+    root: RecipeRoot,
+    boxes: list[Box],
+    evidence: list,
+    index: LedgerIndex,
+    pages: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], str]:
     """(page data, guide HTML) of one recipe (its builder data is computed apart: start_builders)."""
     rel_root = "../" * info.page.count("/")
@@ -372,7 +405,7 @@ def recipe_page_data(
         "fit": fit_rows(root, info.loaded, boxes),
         "guide_markdown": guide,
     }
-    return data, markdown_html(guide)
+    return data, markdown_html(guide, guide_link(pages or {}, rel_root))
 
 
 def _evidence_row(entry: dict[str, Any], hardware: set[str], index: LedgerIndex, root: str) -> dict[str, Any]:
@@ -444,13 +477,17 @@ def index_page_data(infos: list[RecipeInfo], evidence: dict, hardware_order: lis
                 "results": sum(e.get("kind") in ("result", "release", "reproduction") for e in measured),
                 "failures": sum(e.get("kind") == "failure" for e in measured),
             }
+        title = redact(info.loaded.recipe.meta.title) if info.loaded else info.name
+        provider = redact(info.loaded.recipe.meta.provider) if info.loaded else ""
         rows.append(
             {
                 "name": info.name,
                 "page": info.page,
-                "title": redact(info.loaded.recipe.meta.title) if info.loaded else info.name,
+                "title": title,
                 "error": info.error,
                 "cells": cells,
+                "search": " ".join([info.name, title, provider, *declared]).lower(),
+                "measured": any(c["results"] or c["failures"] for c in cells.values()),
             }
         )
     return {"hardware": columns, "recipes": rows, "counts": counts}
@@ -826,10 +863,11 @@ def _experiment_data(
 # -- tables ------------------------------------------------------------------------------------
 
 
-def read_tables(view: tables_mod.LedgerView) -> dict[str, dict[str, Any]]:
-    """The published tables, computed by the same pure functions as the tables stage from the same
-    verified ledger (reading back the json files costs more than this at 100k entries)."""
-    out = {}
+def read_tables(view: tables_mod.LedgerView) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """(tables.html's data, the table files) computed by the same pure functions as the tables
+    stage from the same verified ledger (reading back the json files costs more at 100k entries).
+    The files are copied under the site's own tables/, so its links work when site/ is served alone."""
+    out, files = {}, {}
     for table in tables_mod.build_tables(view):
         rows = [
             dict(zip(table.columns, (tables_mod.json_value(c) for c in row), strict=False))
@@ -843,7 +881,10 @@ def read_tables(view: tables_mod.LedgerView) -> dict[str, dict[str, Any]]:
             "row_count": len(table.rows),
             "rows": rows,
         }
-    return out
+        files[f"{table.name}.csv"] = tables_mod.to_csv(table)
+        files[f"{table.name}.json"] = tables_mod.to_json(table, view)
+        files[f"{table.name}.md"] = tables_mod.to_markdown(table, view)
+    return out, files
 
 
 # -- llms.txt ----------------------------------------------------------------------------------
@@ -919,7 +960,7 @@ def build_site(
     _write_releases(writer, releases, index)
     _write_experiments(writer, experiments)
     _write_timeline(writer, index, tick)
-    _write_tables(writer, read_tables(view))
+    _write_tables(writer, *read_tables(view))
     _write_recipes(writer, infos, builders(), root, boxes, evidence, index, tick)
     counts = _counts(index, infos, releases, experiments)
     writer.page("index.html", "index.html", index_page_data(infos, evidence, hardware_ids, counts))
@@ -939,9 +980,11 @@ def _write_recipes(
     index: LedgerIndex,
     tick: Progress,
 ) -> None:
+    pages = {i.name.lower(): i.page for i in infos}
+
     def one(i: int, out: SiteWriter) -> None:
         info = infos[i]
-        data, guide_html = recipe_page_data(info, root, boxes, evidence.get(info.name, []), index)
+        data, guide_html = recipe_page_data(info, root, boxes, evidence.get(info.name, []), index, pages)
         page = {**data, "builder": builders[i]}
         out.page(info.page, "recipe.html", page, compact=True, guide_html=guide_html)
         out.write_text(f"api/{info.name}.json", dump_json(api_recipe(info, root)))
@@ -1002,10 +1045,17 @@ def _write_timeline(writer: SiteWriter, index: LedgerIndex, tick: Progress) -> N
     run_tasks(pages, one, writer, "ledger", tick)
 
 
-def _write_tables(writer: SiteWriter, published: dict[str, dict[str, Any]]) -> None:
-    """The first rows of each table; the whole files are the committed tables/ (linked)."""
+def _write_tables(writer: SiteWriter, published: dict[str, dict[str, Any]], files: dict[str, str]) -> None:
+    """The first rows of each table, and the whole files under the site's tables/ (linked)."""
+    for name, text in sorted(files.items()):
+        writer.write_text(f"tables/{name}", text)
     writer.page(
-        "tables.html", "tables.html", {"tables": list(published.values()), "rows_shown": TABLE_ROWS_SHOWN}
+        "tables.html",
+        "tables.html",
+        {
+            "tables": list(published.values()),
+            "rows_shown": TABLE_ROWS_SHOWN,
+        },
     )
 
 
