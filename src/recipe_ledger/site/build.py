@@ -85,6 +85,12 @@ def short(entry_id: str) -> str:
     return entry_id[:12]
 
 
+def value_unit(name: str) -> str:
+    """The unit of metric ``name`` or of a summary key ``arm.cN.metric``."""
+    parsed = metric_table.parse_summary_key(name)
+    return metric_table.unit(parsed[2] if parsed else name)
+
+
 def value_with_unit(value: Any, name: str) -> str:
     """A number of metric ``name`` (or of a summary key ``arm.cN.metric``) with its unit."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -686,14 +692,23 @@ def lane_history(index: LedgerIndex, pages: list[tuple[str, dict]]) -> list[dict
     for lane, versions in sorted(lanes.items()):
         versions.sort(key=lambda d: (d["ts"] or "", d["entry"]["id"]))
         names = [str(v["version"]) for v in versions]
-        metric_names = sorted({k for v in versions for k, _ in v["metrics"]})
-        series = {m: [dict(v["metrics"]).get(m) for v in versions] for m in metric_names}
-        chart = plots.history_chart(names, series, title=f"{lane}: numbers across versions")
+        by_unit: dict[str, list[str]] = defaultdict(list)
+        for metric in sorted({k for v in versions for k, _ in v["metrics"]}):
+            by_unit[value_unit(metric)].append(metric)
+        charts = [
+            plots.history_chart(
+                names,
+                {m: [dict(v["metrics"]).get(m) for v in versions] for m in metrics},
+                title=f"{lane}: numbers across versions" + (f" ({unit})" if unit else ""),
+                y_label=f"value ({unit})" if unit else "value (no unit recorded)",
+            )
+            for unit, metrics in sorted(by_unit.items())
+        ] or [plots.history_chart(names, {}, title=f"{lane}: no numbers recorded")]
         out.append(
             {
                 "lane": lane,
                 "title": versions[-1]["lane_title"] or lane,
-                "chart": chart,
+                "charts": charts,
                 "versions": [
                     {
                         "version": v["version"],
@@ -999,8 +1014,8 @@ def _write_releases(writer: SiteWriter, releases: list, index: LedgerIndex) -> N
     writer.page(
         "releases/index.html",
         "releases.html",
-        {"lanes": [{k: v for k, v in lane.items() if k != "chart"} for lane in lanes]},
-        charts={lane["lane"]: lane["chart"] for lane in lanes},
+        {"lanes": [{k: v for k, v in lane.items() if k != "charts"} for lane in lanes]},
+        charts={lane["lane"]: lane["charts"] for lane in lanes},
     )
 
 
