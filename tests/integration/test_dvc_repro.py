@@ -29,6 +29,7 @@ COPIED = [
     "tables",
     "site",
     "evidence",
+    "experiments",
     "src/recipe_ledger",
 ]
 

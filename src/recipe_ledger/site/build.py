@@ -777,6 +777,21 @@ def experiment_charts(
     if bars:
         charts.append(plots.effects_chart(bars))
     for metric in chosen:
+        points = {x for values in sweeps[metric].values() for x, _ in values}
+        if len(points) == 1:  # one point (a study's nominal one): arms side by side, not a line
+            (point,) = points
+            values = {arm: v for arm, pts in sweeps[metric].items() for _, v in pts}
+            samples = repeats.get((metric, f"{point:g}"), {})
+            charts.append(
+                plots.arms_chart(
+                    values,
+                    title=f"{metric} at point {point:g}: median per arm, dots are repeats",
+                    x_label=plots.axis_label(metric),
+                    control=control,
+                    samples=samples,
+                )
+            )
+            continue
         samples = {
             arm: [
                 (float(pt), v)
@@ -790,7 +805,7 @@ def experiment_charts(
             plots.sweep_chart(
                 sweeps[metric],
                 title=f"{metric} against concurrency (line: median; hollow dots: repeats)",
-                y_label=plots.axis_label(metric),
+                y_label=plots.axis_label(metric, short=True),
                 samples=samples,
             )
         )

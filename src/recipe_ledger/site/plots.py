@@ -25,6 +25,7 @@ LEGEND_COLUMNS = 3
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 KNEE_FRACTION = 0.9  # the knee: the lowest concurrency reaching 90% of the arm's best throughput
 NICE_STEPS = (1.0, 2.0, 2.5, 5.0, 10.0)
+Y_LABEL_CHARS = 34  # what fits along the height of a chart at the axis font size
 
 Point = tuple[float, float]
 
@@ -39,10 +40,13 @@ def _label(value: float) -> str:
     return f"{value:.4g}"
 
 
-def axis_label(metric: str) -> str:
-    """What an axis of ``metric`` says: its label and unit from the metric table."""
+def axis_label(metric: str, *, short: bool = False) -> str:
+    """What an axis of ``metric`` says: its label and unit from the metric table. ``short``: the
+    metric's name when its label would not fit along a chart's height (a rotated y label)."""
     described = lookup(metric)
     name = described.label if described.known else metric
+    if short and len(name) > Y_LABEL_CHARS - len(described.unit) - 3:
+        name = metric
     return f"{name} ({described.unit})" if described.unit else name
 
 
@@ -133,6 +137,7 @@ def _frame(
     legend: int = 0,
     *,
     y_axis: bool = True,
+    x_from: float = LEFT,
 ) -> str:
     """The SVG around ``body``; ``height`` includes ``legend`` pixels of legend rows under the axis."""
     head = (
@@ -143,7 +148,7 @@ def _frame(
     bottom = height - BOTTOM - legend
     middle = (TOP + bottom) // 2
     axes = (
-        f'<line x1="{LEFT}" y1="{bottom}" x2="{WIDTH - RIGHT}" y2="{bottom}" stroke="#333"/>'
+        f'<line x1="{_n(x_from)}" y1="{bottom}" x2="{WIDTH - RIGHT}" y2="{bottom}" stroke="#333"/>'
         + (f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{bottom}" stroke="#333"/>' if y_axis else "")
         + f'<text x="{(LEFT + WIDTH - RIGHT) // 2}" y="{bottom + 34}" text-anchor="middle" '
         'class="axis x-axis">'
@@ -296,7 +301,7 @@ def arms_chart(
             f"<title>{escape(arm)}, one repeat: {_label(v)}</title></circle>"
             for v in sorted(samples.get(arm, []))
         ]
-    return _frame(title, x_label, "", body, height, y_axis=False)
+    return _frame(title, x_label, "", body, height, y_axis=False, x_from=px(ticks[0]))
 
 
 def _value_ticks(ticks: Sequence[float], px, bottom: int, text) -> list[str]:
@@ -366,7 +371,15 @@ def effects_chart(
     body.append(f'<line x1="{_n(px(0))}" y1="{TOP}" x2="{_n(px(0))}" y2="{bottom}" stroke="#333"/>')
     for i, bar in enumerate(rows):
         body += _effect_row(bar, TOP + 13 + 26 * i, px)
-    return _frame(title, "relative effect: (candidate - control) / control", "", body, height, y_axis=False)
+    return _frame(
+        title,
+        "relative effect: (candidate - control) / control",
+        "",
+        body,
+        height,
+        y_axis=False,
+        x_from=px(ticks[0]),
+    )
 
 
 def _effect_row(bar: dict, y: int, px) -> list[str]:
