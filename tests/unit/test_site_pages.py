@@ -157,6 +157,8 @@ def test_instrument_classes_are_read_when_present() -> None:
         ("bench", "tight")
     ]
     assert experiments.instrument_classes({}) == []
+    recorded = {"conditions": {"box": "b", "instrument_class.bench.output_tps_total.p4": "loose"}}
+    assert experiments.instrument_classes(recorded) == [("bench: output_tps_total at point 4", "loose")]
 
 
 def test_timeline_numbers_are_words_with_units_not_raw_keys() -> None:

@@ -157,18 +157,36 @@ def repeat_values(
     return {k: dict(v) for k, v in out.items()}
 
 
+CLASS_PREFIX = "instrument_class."
+
+
 def instrument_classes(payload: dict[str, Any]) -> list[tuple[str, str]]:
-    """[(instrument, "tight" | "loose")] when the result carries the calibration's classification
-    (``instrument_class``: one class, or instrument -> class), in the payload or its experiment."""
-    found = payload.get("instrument_class")
+    """[(what, "tight" | "loose")] from the calibration's classification a result carries:
+    ``conditions["instrument_class.<instrument>.<metric>.p<point>"]`` (what `ledger run` records,
+    per bar and point), or an ``instrument_class`` field (one class, or instrument -> class)."""
+    conditions = payload.get("conditions") or {}
+    found = [
+        (_class_subject(key[len(CLASS_PREFIX) :]), str(value))
+        for key, value in sorted(conditions.items())
+        if isinstance(key, str) and key.startswith(CLASS_PREFIX)
+    ]
+    field = payload.get("instrument_class")
     experiment = payload.get("experiment") or {}
-    if found is None and isinstance(experiment, dict):
-        found = experiment.get("instrument_class")
-    if isinstance(found, str):
-        return [("instrument", found)]
-    if isinstance(found, dict):
-        return sorted((str(k), str(v.get("class") if isinstance(v, dict) else v)) for k, v in found.items())
-    return []
+    if field is None and isinstance(experiment, dict):
+        field = experiment.get("instrument_class")
+    if isinstance(field, str):
+        found.append(("instrument", field))
+    elif isinstance(field, dict):
+        found += sorted((str(k), str(v.get("class") if isinstance(v, dict) else v)) for k, v in field.items())
+    return found
+
+
+def _class_subject(rest: str) -> str:
+    """``placement.moe_step_ms_b1.p1`` -> ``placement: moe_step_ms_b1 at point 1``."""
+    parts = rest.split(".")
+    if len(parts) >= 3 and parts[-1].startswith("p"):
+        return f"{parts[0]}: {'.'.join(parts[1:-1])} at point {parts[-1][1:]}"
+    return rest
 
 
 def reproduction_lines(payload: dict[str, Any]) -> list[dict[str, Any]]:
