@@ -212,6 +212,8 @@ def entry_tokens(entry: dict[str, Any]) -> set[str]:
         conditions.get("box"),
         conditions.get("hardware"),
         p.get("title"),
+        # an arm resolved from a recipe names it: "models/org/name.yaml · cpu_x86 · single_node_tp ..."
+        *(a.get("source") for a in (experiment.get("arms") or {}).values() if isinstance(a, dict)),
     ]
     words: set[str] = set()
     for text in fields:
@@ -335,7 +337,7 @@ def _unique(path: str, used: set[str]) -> str:
 
 def recipe_keys(info: RecipeInfo) -> set[str]:
     """Words that, in an entry's subject, mean this recipe's model."""
-    keys = {info.name.lower(), info.name.split("/")[-1].lower()}
+    keys = {info.name.lower(), info.name.split("/")[-1].lower(), info.ref.lower()}
     if info.loaded:
         keys |= {info.loaded.recipe.meta.slug.lower(), info.loaded.recipe.model.model_id.lower()}
     return keys
