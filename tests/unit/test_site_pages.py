@@ -274,3 +274,14 @@ def test_the_long_results_table_is_optional_and_removed_when_not_asked(tmp_path:
     result = CliRunner().invoke(main, ["tables", "--root", str(project), "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert not list(out.glob("results-long.*"))
+
+
+def test_builders_from_worker_processes_equal_the_serial_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    from recipe_ledger.site import recipes as site_recipes
+
+    root = site_recipes.CachedRoot(REPO / "recipes")
+    loaded = [root.load(str(p)) for p in root.recipe_paths]
+    serial = site_recipes.start_builders(root, loaded)()
+    monkeypatch.setattr(site_recipes, "POOL_FROM", 1)
+    assert site_recipes.start_builders(root, loaded)() == serial
+    assert site_recipes._work is None  # the workers' state is dropped once they are done
