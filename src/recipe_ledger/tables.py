@@ -11,9 +11,14 @@ Rules for what is published:
 - a retracted entry feeds no table (it stays in the ledger and, struck through, on the site);
 - superseded releases stay in ``releases`` with their status: they were published and are history.
 
-Tables (one row each): ``results`` (a metric of a result entry), ``verdicts`` (a bar decided by
-``ledger run``), ``releases`` (a release), ``failures`` (a failure: what did not work is published
-too), ``calibrations`` (an instrument's measured noise, per point).
+Tables (one row each): ``results`` (a subject: how many results, the newest one's verdict and
+entry), ``verdicts`` (a bar decided by ``ledger run``), ``releases`` (a release), ``failures`` (a
+failure: what did not work is published too), ``calibrations`` (an instrument's measured noise, per
+point). ``results-long`` (a metric of a result entry, with its unit) is written only when asked
+(``ledger tables --long``): at 100,000 entries it is hundreds of MB, the summary a few hundred kB.
+
+Numbers keep their raw form in csv and json (fractions for effects, the metric's own unit), with a
+``unit`` column saying which; the markdown and the site print effects as signed percentages.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from recipe_ledger import metrics as metric_table
 from recipe_ledger.errors import StateError
 from recipe_ledger.ledger.fold import fold_statuses
 from recipe_ledger.ledger.store import Ledger
@@ -37,6 +43,9 @@ from recipe_ledger.redact import is_secret_env_name, redact_text
 FORMAT_VERSION = 1  # of the json files' envelope; bump it when a column changes meaning
 SIGNIFICANT_DIGITS = 6
 TABLE_NAMES = ("results", "verdicts", "releases", "failures", "calibrations")
+LONG_TABLES = ("results-long",)  # written with --long only
+EFFECT_COLUMNS = frozenset({"effect", "ci_low", "ci_high"})  # signed fractions: +3.1% in md and on the site
+SIZE_COLUMNS = frozenset({"mde", "min_effect"})  # unsigned fractions (a size of effect): 1.5%
 
 
 @dataclass(frozen=True)
@@ -139,6 +148,7 @@ _text = text_cleaner()  # for callers outside build_tables (tests); build_tables
 
 
 def result_rows(view: LedgerView, text: Callable[[Any], str] = _text) -> list[tuple[Any, ...]]:
+    """The long results: one row per metric of a result, with the metric's unit."""
     rows = []
     for entry in published(view, "result"):
         payload = entry.get("payload", {})
@@ -148,6 +158,7 @@ def result_rows(view: LedgerView, text: Callable[[Any], str] = _text) -> list[tu
                     text(payload.get("subject")),
                     metric,
                     value,
+                    _unit_of(metric),
                     text(payload.get("verdict")),
                     view.statuses[entry["id"]],
                     entry.get("writer", ""),
@@ -155,7 +166,42 @@ def result_rows(view: LedgerView, text: Callable[[Any], str] = _text) -> list[tu
                     entry["id"],
                 )
             )
-    return sorted(rows, key=lambda r: (r[0], r[1], r[6], r[7]))
+    return sorted(rows, key=lambda r: (r[0], r[1], r[7], r[8]))
+
+
+def _unit_of(metric: str) -> str:
+    parsed = metric_table.parse_summary_key(metric)
+    return metric_table.unit(parsed[2] if parsed else metric)
+
+
+def result_summary_rows(view: LedgerView, text: Callable[[Any], str] = _text) -> list[tuple[Any, ...]]:
+    """One row per subject: how many results, how many numbers, and the newest result's verdict."""
+    newest: dict[str, dict[str, Any]] = {}
+    counts: dict[str, list[int]] = {}
+    for entry in published(view, "result"):
+        payload = entry.get("payload", {})
+        subject = text(payload.get("subject"))
+        count = counts.setdefault(subject, [0, 0])
+        count[0] += 1
+        count[1] += len(payload.get("metrics", {}))
+        if subject not in newest or (entry.get("ts", ""), entry["id"]) >= (
+            newest[subject].get("ts", ""),
+            newest[subject]["id"],
+        ):
+            newest[subject] = entry
+    return [
+        (
+            subject,
+            counts[subject][0],
+            counts[subject][1],
+            text(entry.get("payload", {}).get("verdict")),
+            view.statuses[entry["id"]],
+            entry.get("writer", ""),
+            entry.get("ts", ""),
+            entry["id"],
+        )
+        for subject, entry in sorted(newest.items())
+    ]
 
 
 def verdict_rows(view: LedgerView) -> list[tuple[Any, ...]]:
@@ -180,6 +226,7 @@ def verdict_rows(view: LedgerView) -> list[tuple[Any, ...]]:
                     bar.get("min_effect"),
                     bar.get("control"),
                     bar.get("value"),
+                    metric_table.unit(str(bar.get("metric"))),
                     experiment.get("method", ""),
                     view.statuses[entry["id"]],
                     entry["id"],
@@ -271,15 +318,15 @@ def calibration_rows(view: LedgerView, text: Callable[[Any], str] = _text) -> li
     return sorted(rows, key=lambda r: (r[0], r[1], str(r[2]), r[9]))
 
 
-def build_tables(view: LedgerView) -> list[Table]:
-    """Every published table, in ``TABLE_NAMES`` order."""
+def build_tables(view: LedgerView, *, long: bool = False) -> list[Table]:
+    """Every published table, in ``TABLE_NAMES`` order (then ``LONG_TABLES`` when ``long``)."""
     text = text_cleaner()
-    return [
+    tables = [
         Table(
             "results",
-            "Results: one row per metric of a non-retracted result",
-            ("subject", "metric", "value", "verdict", "status", "writer", "ts", "entry"),
-            result_rows(view, text),
+            "Results: one row per subject (the newest result's verdict; results-long has every number)",
+            ("subject", "results", "numbers", "newest_verdict", "status", "writer", "ts", "entry"),
+            result_summary_rows(view, text),
         ),
         Table(
             "verdicts",
@@ -300,6 +347,7 @@ def build_tables(view: LedgerView) -> list[Table]:
                 "min_effect",
                 "control",
                 "value",
+                "unit",
                 "method",
                 "status",
                 "entry",
@@ -339,6 +387,16 @@ def build_tables(view: LedgerView) -> list[Table]:
             calibration_rows(view, text),
         ),
     ]
+    if long:
+        tables.append(
+            Table(
+                "results-long",
+                "Results, long: one row per metric of a non-retracted result",
+                ("subject", "metric", "value", "unit", "verdict", "status", "writer", "ts", "entry"),
+                result_rows(view, text),
+            )
+        )
+    return tables
 
 
 # -- writers -----------------------------------------------------------------------------------
@@ -380,7 +438,21 @@ def to_json(table: Table, view: LedgerView, out: str = "tables") -> str:
     return json.dumps(data, indent=1, ensure_ascii=False, sort_keys=False) + "\n"
 
 
-def _md_cell(value: Any) -> str:
+def percent_text(value: Any, column: str) -> str | None:
+    """A fraction column's cell as a percentage (signed for effects), None for other cells."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if column in EFFECT_COLUMNS:
+        return metric_table.format_effect(value)
+    if column in SIZE_COLUMNS:
+        return f"{value * 100:.1f}%"
+    return None
+
+
+def _md_cell(value: Any, column: str = "") -> str:
+    percent = percent_text(value, column)
+    if percent is not None:
+        return percent
     return fmt_number(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
@@ -399,26 +471,35 @@ def to_markdown(table: Table, view: LedgerView, out: str = "tables") -> str:
         return "\n".join(lines + ["(no rows)", ""])
     lines.append("| " + " | ".join(table.columns) + " |")
     lines.append("|" + "---|" * len(table.columns))
-    lines.extend("| " + " | ".join(_md_cell(c) for c in row) + " |" for row in table.rows)
+    lines.extend(
+        "| " + " | ".join(_md_cell(c, name) for c, name in zip(row, table.columns, strict=False)) + " |"
+        for row in table.rows
+    )
     return "\n".join(lines) + "\n"
 
 
-def render_files(view: LedgerView, out: str = "tables") -> dict[str, str]:
+def render_files(view: LedgerView, out: str = "tables", *, long: bool = False) -> dict[str, str]:
     """``{file name: text}`` of every table in every format."""
     files: dict[str, str] = {}
-    for table in build_tables(view):
+    for table in build_tables(view, long=long):
         files[f"{table.name}.csv"] = to_csv(table)
         files[f"{table.name}.json"] = to_json(table, view, out)
         files[f"{table.name}.md"] = to_markdown(table, view, out)
     return files
 
 
-def write_tables(root: Path, out: Path, *, label: str = "tables") -> list[Path]:
-    """Verify the ledger under ``root`` and write every table under ``out``; the written paths."""
+def write_tables(root: Path, out: Path, *, label: str = "tables", long: bool = False) -> list[Path]:
+    """Verify the ledger under ``root`` and write every table under ``out``; the written paths.
+    Without ``long``, a results-long table left by an earlier ``--long`` run is removed: the
+    folder holds exactly what this run published."""
     view = load_verified(root)
     out.mkdir(parents=True, exist_ok=True)
+    if not long:
+        for name in LONG_TABLES:
+            for stale in out.glob(f"{name}.*"):
+                stale.unlink()
     written = []
-    for name, text in sorted(render_files(view, label).items()):
+    for name, text in sorted(render_files(view, label, long=long).items()):
         path = out / name
         _write_if_changed(path, text.encode("utf-8"))
         written.append(path)

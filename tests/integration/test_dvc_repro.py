@@ -28,8 +28,9 @@ COPIED = [
     "recipes",
     "tables",
     "site",
-    "src/recipe_ledger/tables.py",
-    "src/recipe_ledger/site",
+    "evidence",
+    "experiments",
+    "src/recipe_ledger",
 ]
 
 
@@ -89,3 +90,28 @@ def test_dvc_repro_refuses_a_ledger_that_does_not_verify(clone: Path) -> None:
     assert result.returncode != 0
     assert "does not verify" in result.stdout + result.stderr
     assert _run(["git", "diff", "--stat", "--", "tables", "site"], clone).stdout == ""
+
+
+def _status(dvc: str, clone: Path) -> str:
+    return _run([dvc, "status"], clone).stdout
+
+
+@pytest.mark.parametrize(
+    ("changed", "stages"),
+    [
+        ("src/recipe_ledger/site/templates/base.html", {"site"}),
+        ("src/recipe_ledger/recipes/resolve.py", {"site"}),
+        ("src/recipe_ledger/ledger/views.py", {"site", "tables"}),  # both read the ledger package
+        ("src/recipe_ledger/redact.py", {"site", "tables"}),
+    ],
+)
+def test_dvc_status_sees_a_change_to_the_code_a_stage_is_built_from(
+    clone: Path, changed: str, stages: set[str]
+) -> None:
+    dvc = clone.joinpath(".dvc-bin").read_text()
+    assert "Data and pipelines are up to date" in _status(dvc, clone), "the committed dvc.lock is stale"
+    path = clone / changed
+    path.write_text(path.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    status = _status(dvc, clone)
+    reported = {name for name in ("tables", "site") if f"{name}:" in status.splitlines()}
+    assert reported == stages, status

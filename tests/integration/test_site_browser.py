@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import os
 import random
 import shutil
 import tempfile
@@ -23,8 +24,9 @@ from click.testing import CliRunner
 
 from recipe_ledger.cli import main
 from recipe_ledger.site import build_site
+from recipe_ledger.site.recipes import cli_line
 
-from helpers.projects import make_project
+from helpers.projects import REPO, make_project
 from helpers.resources import CHROMEDRIVER, CHROMIUM, require
 
 pytestmark = pytest.mark.slow
@@ -47,6 +49,22 @@ def served(tmp_path_factory):
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
+
+
+def _serve(folder: Path):
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.fixture(scope="module")
+def published():
+    """The committed site/ (what `dvc repro` publishes), served alone."""
+    require("browser")
+    server = _serve(REPO / "site")
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -100,33 +118,75 @@ def _set_features(driver, wanted: set[str]) -> None:
             box.click()
 
 
+def _cases(data: dict) -> list[tuple[str, str, str, set[str], str]]:
+    """(hardware, strategy, variant, features, CLI line) of every combination that resolves."""
+    out = []
+    for key, cell in sorted(data["combos"].items()):
+        if "error" in cell:
+            continue
+        hardware, strategy, variant, features = key.split("|")
+        chosen = features.split(",") if features else []
+        cli = cli_line(data["recipe"], hardware, strategy, variant, chosen)
+        out.append((hardware, strategy, variant, set(chosen), cli))
+    return out
+
+
 def test_clicking_through_the_builder_gives_the_cli_command(served, browser) -> None:
     base, project = served
     browser.get(base + "recipes/deepseek-ai/deepseek-v4.1-flash.html")
     data = json.loads(browser.find_element("id", "builder-data").get_attribute("textContent"))
     initial = browser.find_element("id", "builder-command").text
     assert initial.startswith("# DeepSeek-V4.1-Flash · gb200 · ")
-    cases = [c for c in data["combos"].values() if "command" in c]
-    for cell in random.Random(6).sample(cases, 12):
-        hardware, strategy, variant = cell["cli"].split()[5:11:2]
-        features = {w for i, w in enumerate(cell["cli"].split()) if cell["cli"].split()[i - 1] == "-f"}
+    for hardware, strategy, variant, features, cli in random.Random(6).sample(_cases(data), 12):
         _select(browser, "b-hardware", hardware)
         _select(browser, "b-strategy", strategy)
         _select(browser, "b-variant", variant)
         _set_features(browser, features)
         shown = browser.find_element("id", "builder-command").get_attribute("textContent")
-        assert browser.find_element("id", "builder-cli").get_attribute("textContent") == cell["cli"]
-        assert shown == _cli_text(project, cell["cli"]), cell["cli"]
+        assert browser.find_element("id", "builder-cli").get_attribute("textContent") == cli
+        assert shown == _cli_text(project, cli), cli
     assert _errors(browser) == []
 
 
-def test_a_combination_not_precomputed_names_the_cli_command(served, browser) -> None:
+def test_every_feature_combination_resolves_in_the_page(served, browser) -> None:
+    """No "not precomputed": a conflicting set says why, inside its box (no text running off it)."""
     base, _ = served
     browser.get(base + "recipes/deepseek-ai/deepseek-v4.1-flash.html")
     _select(browser, "b-hardware", "h200")
-    _set_features(browser, {"tool_calling", "spec_decoding", "text_only"})
-    shown = browser.find_element("id", "builder-command").text
-    assert shown.startswith("This combination is not precomputed; run: ledger recipe command")
+    for features in (
+        {"tool_calling", "spec_decoding", "text_only"},
+        {"encoder_parallel", "text_only"},
+        set(),
+        {"reasoning", "tool_calling", "spec_decoding", "text_only", "encoder_parallel"},
+    ):
+        _set_features(browser, features)
+        out = browser.find_element("id", "builder-command")
+        assert "not precomputed" not in out.text, features
+        assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth + 1", out)
+
+
+def test_the_builder_selection_is_kept_in_the_url(served, browser) -> None:
+    base, _ = served
+    browser.get(base + "recipes/deepseek-ai/deepseek-v4.1-flash.html")
+    _select(browser, "b-hardware", "h200")
+    _select(browser, "b-strategy", "single_node_tep")
+    _set_features(browser, {"reasoning"})
+    url = browser.current_url
+    assert "hardware=h200" in url and "strategy=single_node_tep" in url and "features=reasoning" in url
+    command = browser.find_element("id", "builder-command").get_attribute("textContent")
+    browser.get(base + "index.html")
+    browser.get(url)
+    assert browser.find_element("id", "builder-command").get_attribute("textContent") == command
+    assert browser.find_element("id", "b-strategy").get_attribute("value") == "single_node_tep"
+
+
+def test_the_recipe_search_filters_the_index(served, browser) -> None:
+    base, _ = served
+    browser.get(base + "index.html")
+    browser.find_element("id", "recipe-search").send_keys("deepseek")
+    visible = [r for r in browser.find_elements("css selector", "#matrix tr.recipe-row") if r.is_displayed()]
+    assert [r.find_element("css selector", "th a").text for r in visible] == ["DeepSeek-V4.1-Flash"]
+    assert browser.find_element("id", "recipe-count").text.startswith("1 of ")
 
 
 def test_the_timeline_filter_hides_and_shows_rows(served, browser) -> None:
@@ -163,3 +223,89 @@ def test_no_page_logs_a_console_error_and_no_plant_runs(served, browser) -> None
     assert (
         "<script>window.__planted = 1</script>" in browser.find_element("css selector", "p.description").text
     )
+
+
+def _pages(site: Path) -> list[str]:
+    return sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html"))
+
+
+@pytest.mark.parametrize("width", [1280, 420])
+def test_no_page_scrolls_sideways(served, browser, width: int) -> None:
+    """At desktop and phone widths no page is wider than the window: wide tables scroll in their box."""
+    base, project = served
+    browser.set_window_size(width, 900)
+    try:
+        inner = browser.execute_script("return window.innerWidth")
+        for page in _pages(project / "site"):
+            browser.get(base + page)
+            wide = browser.execute_script("return document.documentElement.scrollWidth")
+            assert wide <= inner, f"{page} is {wide}px wide at {inner}px"
+    finally:
+        browser.set_window_size(1280, 1000)
+
+
+def test_svg_plots_carry_units(published, browser) -> None:
+    browser.get(published + "experiments/h200-expert-placement-bd60452cc40c.html")
+    axes = browser.find_elements("css selector", "figure.plot svg text.x-axis")
+    labels = [e.get_attribute("textContent") for e in axes]
+    assert labels[:2] == ["moe_step_ms_b1 (ms)", "moe_step_ms_b32 (ms)"]
+    assert any("effect" in t for t in labels)
+    repeats = browser.find_elements("css selector", "figure.plot svg circle.repeat")
+    assert len(repeats) >= 18  # 3 arms x 3 repeats on each bar metric, from evidence/
+
+
+def test_a_crawl_of_the_published_site_finds_no_404(published, browser) -> None:
+    """Every link, script and stylesheet of every page, fetched over HTTP from site/ served alone."""
+    import urllib.error
+    import urllib.request
+    from urllib.parse import urldefrag, urljoin
+
+    seen, missing = set(), []
+    for page in _pages(REPO / "site"):
+        browser.get(published + page)
+        urls = browser.execute_script(
+            "return Array.from(document.querySelectorAll('a[href], link[href], script[src], img[src]'))"
+            ".map(function (e) { return e.href || e.src; })"
+        )
+        for url in urls:
+            target = urldefrag(urljoin(published + page, url))[0]
+            if not target.startswith(published) or target in seen:
+                continue
+            seen.add(target)
+            try:
+                urllib.request.urlopen(target, timeout=10).close()
+            except urllib.error.HTTPError as error:
+                missing.append((page, url, error.code))
+    assert len(seen) > 30
+    assert missing == []
+
+
+SHOTS = REPO / "docs" / "screenshots"
+RECIPE = "recipes/deepseek-ai/deepseek-v4.1-flash.html"
+
+
+@pytest.mark.parametrize(
+    ("name", "page", "width"),
+    [
+        ("index-desktop", "index.html", 1280),
+        ("recipe-desktop", RECIPE + "?hardware=h200&features=reasoning,tool_calling#command", 1280),
+        ("experiment-desktop", "experiments/h200-expert-placement-bd60452cc40c.html#differences", 1280),
+        ("experiment-plots", "experiments/h200-expert-placement-bd60452cc40c.html#plots", 1280),
+        ("recipe-phone", RECIPE + "#evidence", 420),
+        ("ledger-phone", "ledger/index.html", 420),
+    ],
+)
+def test_the_published_pages_render_cleanly(published, browser, name: str, page: str, width: int) -> None:
+    """No console error at either width; with RECIPE_LEDGER_SCREENSHOTS=1 the screenshots the README
+    shows are written to docs/screenshots/ (committed; CI checks the pages, not the pixels)."""
+    browser.set_window_size(width, 1100)
+    try:
+        browser.get(published + page)
+        assert _errors(browser) == []
+        wide = browser.execute_script("return document.documentElement.scrollWidth")
+        assert wide <= browser.execute_script("return window.innerWidth"), page
+        if os.environ.get("RECIPE_LEDGER_SCREENSHOTS") == "1":
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            browser.save_screenshot(str(SHOTS / f"{name}.png"))
+    finally:
+        browser.set_window_size(1280, 1000)

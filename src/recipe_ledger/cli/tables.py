@@ -22,10 +22,16 @@ from recipe_ledger.cli.options import root_option, under_root
     show_default=True,
     help="Folder for the tables, relative to --root.",
 )
-def tables_cmd(root: Path, out: Path) -> None:
+@click.option(
+    "--long",
+    "long_",
+    is_flag=True,
+    help="Also write results-long: one row per metric of every result (hundreds of MB at 100k entries).",
+)
+def tables_cmd(root: Path, out: Path, long_: bool) -> None:
     """Write the published tables (csv, json, md) from the verified, non-retracted ledger entries."""
     from recipe_ledger.tables import write_tables
 
     label = out.as_posix() if not out.is_absolute() else out.name
-    written = write_tables(root, under_root(root, out), label=label)
+    written = write_tables(root, under_root(root, out), label=label, long=long_)
     click.echo(f"{len(written)} table files in {out}")

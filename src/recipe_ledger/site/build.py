@@ -22,6 +22,7 @@ import unicodedata
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -37,22 +38,24 @@ from recipe_ledger.ledger.views import dirty_flag, image_text, summarize
 from recipe_ledger.recipes.boxes import Box, list_boxes
 from recipe_ledger.recipes.catalog import LoadedRecipe, RecipeRoot
 from recipe_ledger.recipes.command import CommandRequest, resolve_for_people
-from recipe_ledger.site import plots
+from recipe_ledger.site import experiments as experiments_mod
+from recipe_ledger.site import plots, timeline
 from recipe_ledger.site.recipes import (
     CachedRoot,
-    builder_data,
     error_text,
     fit_rows,
     recipe_name,
     redact,
     redact_all,
     refresh_secret_env,
+    start_builders,
 )
 
 MARKER = ".recipe-ledger-site"  # a folder holding this file may be emptied and rebuilt
 TIMELINE_PAGE = 1000  # entries per ledger timeline page
+RECIPE_LEDGER_ROWS = 50  # newest entries naming a recipe listed on its page (the timeline has all)
+EVIDENCE_LINKS = 3  # newest entries linked per recipe x hardware cell
 TABLE_ROWS_SHOWN = 500  # rows of each table on tables.html (the files under tables/ have them all)
-MAX_SHOWN_CHARS = 2000  # free text longer than this is cut on the timeline (the JSON has it whole)
 Progress = Callable[[str, int, int], None]
 
 
@@ -82,13 +85,50 @@ def short(entry_id: str) -> str:
     return entry_id[:12]
 
 
-def clip(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + f"… ({len(text):,} characters in all)"
+def value_unit(name: str) -> str:
+    """The unit of metric ``name`` or of a summary key ``arm.cN.metric``."""
+    parsed = metric_table.parse_summary_key(name)
+    return metric_table.unit(parsed[2] if parsed else name)
 
 
-def markdown_html(text: str) -> str:
-    """CommonMark with tables; raw HTML in the source is escaped (shown as text), never passed on."""
-    return MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
+def value_with_unit(value: Any, name: str) -> str:
+    """A number of metric ``name`` (or of a summary key ``arm.cN.metric``) with its unit."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return tables_mod.fmt_number(value)
+    parsed = metric_table.parse_summary_key(name)
+    return metric_table.format_value(parsed[2] if parsed else name, value)
+
+
+def markdown_html(text: str, link: Callable[[str], str] | None = None) -> str:
+    """CommonMark with tables; raw HTML in the source is escaped (shown as text), never passed on.
+    ``link`` rewrites each link's target (a guide's site-absolute links: see ``guide_link``)."""
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    tokens = md.parse(text)
+    if link is not None:
+        for token in tokens:
+            for child in token.children or ():
+                if child.type == "link_open" and isinstance(child.attrs.get("href"), str):
+                    child.attrs["href"] = link(child.attrs["href"])
+    return md.renderer.render(tokens, md.options, {})
+
+
+UPSTREAM = "https://recipes.vllm.ai"  # where the recipes' own site-absolute links point
+
+
+def guide_link(pages: dict[str, str], root: str) -> Callable[[str], str]:
+    """A guide's ``/org/model`` link (recipes.vllm.ai's form): this site's page of that recipe when
+    it has one, else the same path on recipes.vllm.ai; other links unchanged."""
+
+    def rewrite(href: str) -> str:
+        if not href.startswith("/") or href.startswith("//"):
+            return href
+        path, _, fragment = href.partition("#")
+        page = pages.get(path.strip("/").lower())
+        if page:
+            return root + quote(page) + (f"#{fragment}" if fragment else "")
+        return UPSTREAM + href
+
+    return rewrite
 
 
 def dump_json(data: Any, *, compact: bool = False) -> str:
@@ -172,6 +212,8 @@ def entry_tokens(entry: dict[str, Any]) -> set[str]:
         conditions.get("box"),
         conditions.get("hardware"),
         p.get("title"),
+        # an arm resolved from a recipe names it: "models/org/name.yaml · cpu_x86 · single_node_tp ..."
+        *(a.get("source") for a in (experiment.get("arms") or {}).values() if isinstance(a, dict)),
     ]
     words: set[str] = set()
     for text in fields:
@@ -201,6 +243,8 @@ class SiteWriter:
         self.env.filters["num"] = tables_mod.fmt_number
         self.env.filters["pct"] = metric_table.format_effect
         self.env.filters["url"] = lambda v: quote(str(v))
+        self.env.filters["unit"] = value_with_unit
+        self.env.filters["percent"] = tables_mod.percent_text
 
     def write_text(self, rel: str, text: str) -> None:
         path = self.out / rel
@@ -293,7 +337,7 @@ def _unique(path: str, used: set[str]) -> str:
 
 def recipe_keys(info: RecipeInfo) -> set[str]:
     """Words that, in an entry's subject, mean this recipe's model."""
-    keys = {info.name.lower(), info.name.split("/")[-1].lower()}
+    keys = {info.name.lower(), info.name.split("/")[-1].lower(), info.ref.lower()}
     if info.loaded:
         keys |= {info.loaded.recipe.meta.slug.lower(), info.loaded.recipe.model.model_id.lower()}
     return keys
@@ -325,14 +369,26 @@ def recipe_evidence(
 
 
 def recipe_page_data(
-    info: RecipeInfo, root: RecipeRoot, boxes: list[Box], evidence: list, index: LedgerIndex
-) -> tuple[dict[str, Any], str, dict[str, Any] | None]:
-    """(page data, guide HTML, builder data) of one recipe."""
+    info: RecipeInfo,
+    root: RecipeRoot,
+    boxes: list[Box],
+    evidence: list,
+    index: LedgerIndex,
+    pages: dict[str, str] | None = None,
+) -> tuple[dict[str, Any], str]:
+    """(page data, guide HTML) of one recipe (its builder data is computed apart: start_builders)."""
     rel_root = "../" * info.page.count("/")
-    ledger_rows = [_evidence_row(entry, hws, index, rel_root) for entry, hws in evidence]
-    base = {"name": info.name, "ref": info.ref, "error": info.error, "ledger": ledger_rows}
+    shown = evidence[-RECIPE_LEDGER_ROWS:][::-1]
+    ledger_rows = [_evidence_row(entry, hws, index, rel_root) for entry, hws in shown]
+    base = {
+        "name": info.name,
+        "ref": info.ref,
+        "error": info.error,
+        "ledger": ledger_rows,
+        "ledger_total": len(evidence),
+    }
     if info.loaded is None:
-        return base, "", None
+        return base, ""
     recipe = info.loaded.recipe
     guide = redact(recipe.guide if isinstance(recipe.guide, str) else "")
     data: dict[str, Any] = {
@@ -342,6 +398,9 @@ def recipe_page_data(
         "description": redact(recipe.meta.description),
         "model_id": recipe.model.model_id,
         "hardware": {hw: str(state) for hw, state in recipe.meta.hardware.items()},
+        "evidence": evidence_cells(
+            {hw: str(state) for hw, state in recipe.meta.hardware.items()}, evidence, index, rel_root
+        ),
         "variants": [
             {
                 "name": v,
@@ -354,19 +413,35 @@ def recipe_page_data(
         "fit": fit_rows(root, info.loaded, boxes),
         "guide_markdown": guide,
     }
-    return data, markdown_html(guide), builder_data(root, info.loaded)
+    return data, markdown_html(guide, guide_link(pages or {}, rel_root))
 
 
 def _evidence_row(entry: dict[str, Any], hardware: set[str], index: LedgerIndex, root: str) -> dict[str, Any]:
-    return redact_all(
-        {
-            **entry_ref(index, entry["id"], root),
-            "kind": entry.get("kind"),
-            "ts": entry.get("ts", ""),
-            "summary": summarize(entry, 140),
-            "hardware": sorted(hardware),
-        }
-    )
+    return {
+        **entry_ref(index, entry["id"], root),
+        "kind": entry.get("kind"),
+        "ts": entry.get("ts", ""),
+        "summary": redact(summarize(entry, 140)),
+        "hardware": sorted(hardware),
+    }
+
+
+EVIDENCE_KINDS = ("result", "release", "reproduction", "failure")
+
+
+def evidence_cells(
+    hardware: dict[str, str], evidence: list[tuple[dict[str, Any], set[str]]], index: LedgerIndex, root: str
+) -> list[dict[str, Any]]:
+    """Per hardware the recipe names (or the ledger ties to it): what the recipe claims, and the
+    measured evidence behind it by kind, with the newest entries linked; or none."""
+    names = list(hardware) + sorted({hw for _, hws in evidence for hw in hws} - set(hardware))
+    cells = []
+    for hw in names:
+        here = [e for e, hws in evidence if hw in hws and e.get("kind") in EVIDENCE_KINDS]
+        counts = {kind: sum(e.get("kind") == kind for e in here) for kind in EVIDENCE_KINDS}
+        newest = [_evidence_row(e, {hw}, index, root) for e in here[-EVIDENCE_LINKS:][::-1]]
+        cells.append({"hardware": hw, "claimed": hardware.get(hw, ""), "counts": counts, "newest": newest})
+    return cells
 
 
 def api_recipe(info: RecipeInfo, root: RecipeRoot) -> dict[str, Any]:
@@ -410,47 +485,41 @@ def index_page_data(infos: list[RecipeInfo], evidence: dict, hardware_order: lis
                 "results": sum(e.get("kind") in ("result", "release", "reproduction") for e in measured),
                 "failures": sum(e.get("kind") == "failure" for e in measured),
             }
+        title = redact(info.loaded.recipe.meta.title) if info.loaded else info.name
+        provider = redact(info.loaded.recipe.meta.provider) if info.loaded else ""
         rows.append(
             {
                 "name": info.name,
                 "page": info.page,
-                "title": redact(info.loaded.recipe.meta.title) if info.loaded else info.name,
+                "title": title,
                 "error": info.error,
                 "cells": cells,
+                "search": " ".join([info.name, title, provider, *declared]).lower(),
+                "measured": any(c["results"] or c["failures"] for c in cells.values()),
             }
         )
     return {"hardware": columns, "recipes": rows, "counts": counts}
 
 
 def timeline_rows(index: LedgerIndex, entries: list[dict[str, Any]], root: str) -> list[dict[str, Any]]:
-    return [_timeline_row(index, entry, root) for entry in entries]
+    clean = _cached_redact()
+    return [
+        timeline.row_data(entry, entry_ref(index, entry["id"], root), _refs(index, entry, root), clean)
+        for entry in entries
+    ]
 
 
-def _timeline_row(index: LedgerIndex, entry: dict[str, Any], root: str) -> dict[str, Any]:
-    p = entry.get("payload", {})
-    numbers = p.get("metrics") or p.get("numbers") or {}
-    refs = [
+def _refs(index: LedgerIndex, entry: dict[str, Any], root: str) -> list[dict[str, Any]]:
+    return [
         {"rel": r.get("rel"), **entry_ref(index, r["id"], root)}
         for r in entry.get("refs", ())
         if r.get("id") in index.by_id
     ]
-    return redact_all(
-        {
-            **entry_ref(index, entry["id"], root),
-            "ts": entry.get("ts", ""),
-            "writer": entry.get("writer", ""),
-            "kind": entry.get("kind", ""),
-            "summary": clip(summarize(entry, MAX_SHOWN_CHARS)),
-            "numbers": [[k, v] for k, v in sorted(numbers.items())[:12]] if isinstance(numbers, dict) else [],
-            "more_numbers": max(0, len(numbers) - 12) if isinstance(numbers, dict) else 0,
-            "fix": clip(str(p.get("fix") or "")),
-            "cause_class": str(p.get("cause_class") or ""),
-            "detail": clip(str(p.get("text") or ""), 600)
-            if entry.get("kind") == "note" and p.get("title")
-            else "",
-            "refs": refs,
-        }
-    )
+
+
+def _cached_redact() -> Callable[[str], str]:
+    """``redact`` of a shown string, cached: writers, kinds and subjects repeat on every page."""
+    return lru_cache(maxsize=1 << 16)(redact)
 
 
 def release_pages(index: LedgerIndex) -> list[tuple[str, dict[str, Any]]]:
@@ -525,10 +594,46 @@ def _release_data(entry: dict, previous: dict | None, index: LedgerIndex, paths:
             for rel, other in index.referred_by.get(entry["id"], [])
         ],
         "verified": p.get("verified"),
-        "unverified": p.get("unverified", []),
+        "unverified": p.get("unverified") or release_doubts(entry, index),
+        "reproductions": reproductions_of(index, entry["id"], root),
         "box": sorted((p.get("box") or {}).items()),
         "numbers": [_release_number(n, index, root) for n in p.get("numbers", [])],
     }
+
+
+def release_doubts(entry: dict[str, Any], index: LedgerIndex) -> list[str]:
+    """Why a release that records no verification (an imported or older one) is not verified,
+    read from its own pins: the reasons `ledger release publish` would give today."""
+    p = entry.get("payload") or {}
+    origin, image, model = p.get("origin") or {}, p.get("image") or {}, p.get("model") or {}
+    checks = [
+        (origin.get("how") == "imported", f"imported from {origin.get('source')}, not measured here"),
+        (not image.get("digest"), "the image has no digest (a tag can move)"),
+        (not model.get("revision"), "the model revision is not recorded"),
+        (not p.get("spec_sha256"), "no release spec hash"),
+        (not p.get("numbers"), "no number is tied to a result entry of this ledger"),
+        (bool(dirty_flag(entry)), "written from a dirty tree"),
+    ]
+    return [reason for failed, reason in checks if failed]
+
+
+def reproductions_of(index: LedgerIndex, entry_id: str, root: str) -> list[dict[str, Any]]:
+    """The reproduction entries that name ``entry_id`` (as their target or as `see`), in words."""
+    out = []
+    for _, other in index.referred_by.get(entry_id, []):
+        found = index.by_id.get(other) or {}
+        if found.get("kind") != "reproduction":
+            continue
+        payload = redact_all(found.get("payload") or {})
+        out.append(
+            {
+                **entry_ref(index, other, root),
+                "ts": found.get("ts", ""),
+                "outcome": payload.get("outcome"),
+                "lines": [r["words"] for r in experiments_mod.reproduction_lines(payload)],
+            }
+        )
+    return list({r["id"]: r for r in out}.values())
 
 
 def _release_number(number: dict, index: LedgerIndex, root: str) -> dict[str, Any]:
@@ -589,14 +694,23 @@ def lane_history(index: LedgerIndex, pages: list[tuple[str, dict]]) -> list[dict
     for lane, versions in sorted(lanes.items()):
         versions.sort(key=lambda d: (d["ts"] or "", d["entry"]["id"]))
         names = [str(v["version"]) for v in versions]
-        metric_names = sorted({k for v in versions for k, _ in v["metrics"]})
-        series = {m: [dict(v["metrics"]).get(m) for v in versions] for m in metric_names}
-        chart = plots.history_chart(names, series, title=f"{lane}: numbers across versions")
+        by_unit: dict[str, list[str]] = defaultdict(list)
+        for metric in sorted({k for v in versions for k, _ in v["metrics"]}):
+            by_unit[value_unit(metric)].append(metric)
+        charts = [
+            plots.history_chart(
+                names,
+                {m: [dict(v["metrics"]).get(m) for v in versions] for m in metrics},
+                title=f"{lane}: numbers across versions" + (f" ({unit})" if unit else ""),
+                y_label=f"value ({unit})" if unit else "value (no unit recorded)",
+            )
+            for unit, metrics in sorted(by_unit.items())
+        ] or [plots.history_chart(names, {}, title=f"{lane}: no numbers recorded")]
         out.append(
             {
                 "lane": lane,
                 "title": versions[-1]["lane_title"] or lane,
-                "chart": chart,
+                "charts": charts,
                 "versions": [
                     {
                         "version": v["version"],
@@ -641,7 +755,7 @@ def sweep_series(metrics: dict[str, float]) -> dict[str, dict[str, list[tuple[fl
     return {m: dict(arms) for m, arms in out.items()}
 
 
-def experiment_pages(index: LedgerIndex) -> list[tuple[str, dict[str, Any], list[str]]]:
+def experiment_pages(index: LedgerIndex, project: Path) -> list[tuple[str, dict[str, Any], list[str]]]:
     """[(path, data, svg plots)] per result entry carrying an experiment record."""
     out = []
     for entry in index.entries:
@@ -651,17 +765,87 @@ def experiment_pages(index: LedgerIndex) -> list[tuple[str, dict[str, Any], list
         entry = redact_all(entry)
         experiment = entry["payload"]["experiment"]
         path = f"experiments/{slugify(str(experiment.get('name', 'experiment')))}-{short(entry['id'])}.html"
-        out.append((path, *_experiment_data(entry, experiment, index, "../")))
+        out.append((path, *_experiment_data(entry, experiment, index, "../", project)))
     return out
 
 
-def _experiment_data(entry: dict, experiment: dict, index: LedgerIndex, root: str) -> tuple[dict, list[str]]:
+def experiment_charts(
+    bars: list[dict[str, Any]], sweeps: dict, chosen: list[str], control: str | None, repeats: dict
+) -> list[str]:
+    """The bar metrics first (each arm's median and repeats at the bar's point), then the verdict
+    effects, then the sweeps against concurrency; every axis names its unit."""
+    places = dict.fromkeys((str(b["metric"]), str(b["point"])) for b in bars)
+    charts = [_bar_metric_chart(m, pt, bars, control, repeats.get((m, pt), {})) for m, pt in places]
+    if bars:
+        charts.append(plots.effects_chart(bars))
+    for metric in chosen:
+        points = {x for values in sweeps[metric].values() for x, _ in values}
+        if len(points) == 1:  # one point (a study's nominal one): arms side by side, not a line
+            (point,) = points
+            values = {arm: v for arm, pts in sweeps[metric].items() for _, v in pts}
+            samples = repeats.get((metric, f"{point:g}"), {})
+            charts.append(
+                plots.arms_chart(
+                    values,
+                    title=f"{metric} at point {point:g}: median per arm, dots are repeats",
+                    x_label=plots.axis_label(metric),
+                    control=control,
+                    samples=samples,
+                )
+            )
+            continue
+        samples = {
+            arm: [
+                (float(pt), v)
+                for (name, pt), by_arm in repeats.items()
+                if name == metric
+                for v in by_arm.get(arm, [])
+            ]
+            for arm in sweeps[metric]
+        }
+        charts.append(
+            plots.sweep_chart(
+                sweeps[metric],
+                title=f"{metric} against concurrency (line: median; hollow dots: repeats)",
+                y_label=plots.axis_label(metric, short=True),
+                samples=samples,
+            )
+        )
+    return charts
+
+
+def _bar_metric_chart(
+    metric: str, point: str, bars: list[dict[str, Any]], control: str | None, samples: dict[str, list[float]]
+) -> str:
+    """One bar metric at its point: the control's and each candidate's median, and the repeats."""
+    here = [b for b in bars if (str(b["metric"]), str(b["point"])) == (metric, point)]
+    values = {str(b["candidate"]): b["value"] for b in here if isinstance(b.get("value"), (int, float))}
+    control_values = [b["control"] for b in here if isinstance(b.get("control"), (int, float))]
+    if control and control_values:
+        values[control] = control_values[0]
+    direction = here[0].get("direction") if here else None
+    better = f"; {direction} is better" if direction else ""
+    return plots.arms_chart(
+        values,
+        title=f"{metric} at point {point}: median per arm, dots are repeats{better}",
+        x_label=plots.axis_label(metric),
+        control=control,
+        samples=samples,
+    )
+
+
+def _experiment_data(
+    entry: dict, experiment: dict, index: LedgerIndex, root: str, project: Path
+) -> tuple[dict, list[str]]:
     p = entry["payload"]
     bars = [_keys_filled(b, BAR_KEYS) for b in experiment.get("bars", []) if isinstance(b, dict)]
     sweeps = sweep_series(p.get("metrics", {}))
     chosen = metric_table.headline(sweeps)
-    charts = [plots.effects_chart(bars)] if bars else []
-    charts += [plots.sweep_chart(sweeps[m], title=f"{m} against concurrency", y_label=m) for m in chosen]
+    control = experiments_mod.control_arm(experiment)
+    arms = experiment.get("arms") or {}
+    params, params_note = experiments_mod.spec_params(project, experiment)
+    repeats = experiments_mod.repeat_values(project, experiment, p.get("artifacts") or {})
+    charts = experiment_charts(bars, sweeps, chosen, control, repeats)
     calibration = experiment.get("calibration")
     data = {
         "entry": entry_ref(index, entry["id"], root),
@@ -682,9 +866,15 @@ def _experiment_data(entry: dict, experiment: dict, index: LedgerIndex, root: st
         "duration_s": experiment.get("duration_s"),
         # Every arm is an object: ExperimentRecord.arms was validated when the entry was written.
         "arms": [
-            {"name": k, **_keys_filled(v, ARM_KEYS)}
-            for k, v in sorted((experiment.get("arms") or {}).items())
+            {"name": k, "params": sorted(params.get(k, {}).items()), **_keys_filled(v, ARM_KEYS)}
+            for k, v in sorted(arms.items(), key=lambda kv: (kv[0] != control, kv[0]))
         ],
+        "control": control,
+        "differences": experiments_mod.arm_differences(arms, control, params),
+        "params_note": params_note,
+        "instrument_classes": experiments_mod.instrument_classes(p),
+        "repeats_shown": bool(repeats),
+        "reproductions": reproductions_of(index, entry["id"], root),
         "bars": bars,
         # Cross-engine experiments: the one client that measured both arms, per bar.
         "clients": sorted((experiment.get("clients") or {}).items()),
@@ -705,10 +895,11 @@ def _experiment_data(entry: dict, experiment: dict, index: LedgerIndex, root: st
 # -- tables ------------------------------------------------------------------------------------
 
 
-def read_tables(view: tables_mod.LedgerView) -> dict[str, dict[str, Any]]:
-    """The published tables, computed by the same pure functions as the tables stage from the same
-    verified ledger (reading back the json files costs more than this at 100k entries)."""
-    out = {}
+def read_tables(view: tables_mod.LedgerView) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """(tables.html's data, the table files) computed by the same pure functions as the tables
+    stage from the same verified ledger (reading back the json files costs more at 100k entries).
+    The files are copied under the site's own tables/, so its links work when site/ is served alone."""
+    out, files = {}, {}
     for table in tables_mod.build_tables(view):
         rows = [
             dict(zip(table.columns, (tables_mod.json_value(c) for c in row), strict=False))
@@ -722,7 +913,10 @@ def read_tables(view: tables_mod.LedgerView) -> dict[str, dict[str, Any]]:
             "row_count": len(table.rows),
             "rows": rows,
         }
-    return out
+        files[f"{table.name}.csv"] = tables_mod.to_csv(table)
+        files[f"{table.name}.json"] = tables_mod.to_json(table, view)
+        files[f"{table.name}.md"] = tables_mod.to_markdown(table, view)
+    return out, files
 
 
 # -- llms.txt ----------------------------------------------------------------------------------
@@ -791,14 +985,15 @@ def build_site(
     report.recipes = len(infos)
     report.broken_recipes = [i.name for i in infos if i.error]
     hardware_ids = root.hardware_ids() if (root.root / "taxonomy.yaml").is_file() else []
+    builders = start_builders(root, [i.loaded for i in infos])  # in worker processes, meanwhile:
     evidence = recipe_evidence(infos, index, {b.id: b for b in boxes}, hardware_ids)
-    _write_recipes(writer, infos, root, boxes, evidence, index, tick)
     releases = release_pages(index)
-    experiments = experiment_pages(index)
+    experiments = experiment_pages(index, project)
     _write_releases(writer, releases, index)
     _write_experiments(writer, experiments)
     _write_timeline(writer, index, tick)
-    _write_tables(writer, read_tables(view))
+    _write_tables(writer, *read_tables(view))
+    _write_recipes(writer, infos, builders(), root, boxes, evidence, index, tick)
     counts = _counts(index, infos, releases, experiments)
     writer.page("index.html", "index.html", index_page_data(infos, evidence, hardware_ids, counts))
     writer.write_text("api/models.json", dump_json(_models_index(infos)))
@@ -810,16 +1005,20 @@ def build_site(
 def _write_recipes(
     writer: SiteWriter,
     infos: list[RecipeInfo],
+    builders: list[dict[str, Any] | None],
     root: RecipeRoot,
     boxes: list[Box],
     evidence: dict,
     index: LedgerIndex,
     tick: Progress,
 ) -> None:
+    pages = {i.name.lower(): i.page for i in infos}
+
     def one(i: int, out: SiteWriter) -> None:
         info = infos[i]
-        data, guide_html, builder = recipe_page_data(info, root, boxes, evidence.get(info.name, []), index)
-        out.page(info.page, "recipe.html", {**data, "builder": builder}, compact=True, guide_html=guide_html)
+        data, guide_html = recipe_page_data(info, root, boxes, evidence.get(info.name, []), index, pages)
+        page = {**data, "builder": builders[i]}
+        out.page(info.page, "recipe.html", page, compact=True, guide_html=guide_html)
         out.write_text(f"api/{info.name}.json", dump_json(api_recipe(info, root)))
 
     run_tasks(len(infos), one, writer, "recipes", tick)
@@ -832,8 +1031,8 @@ def _write_releases(writer: SiteWriter, releases: list, index: LedgerIndex) -> N
     writer.page(
         "releases/index.html",
         "releases.html",
-        {"lanes": [{k: v for k, v in lane.items() if k != "chart"} for lane in lanes]},
-        charts={lane["lane"]: lane["chart"] for lane in lanes},
+        {"lanes": [{k: v for k, v in lane.items() if k != "charts"} for lane in lanes]},
+        charts={lane["lane"]: lane["charts"] for lane in lanes},
     )
 
 
@@ -872,15 +1071,23 @@ def _write_timeline(writer: SiteWriter, index: LedgerIndex, tick: Progress) -> N
             "heads": [{"writer": w, "entries": n, "head": h} for w, n, h in index.heads],
             "entries": timeline_rows(index, chunk, "../"),
         }
-        out.page(f"ledger/{name}.html", "ledger.html", data, compact=True)
+        rows = timeline.rows_html(data["entries"])
+        out.page(f"ledger/{name}.html", "ledger.html", data, compact=True, rows_html=rows)
 
     run_tasks(pages, one, writer, "ledger", tick)
 
 
-def _write_tables(writer: SiteWriter, published: dict[str, dict[str, Any]]) -> None:
-    """The first rows of each table; the whole files are the committed tables/ (linked)."""
+def _write_tables(writer: SiteWriter, published: dict[str, dict[str, Any]], files: dict[str, str]) -> None:
+    """The first rows of each table, and the whole files under the site's tables/ (linked)."""
+    for name, text in sorted(files.items()):
+        writer.write_text(f"tables/{name}", text)
     writer.page(
-        "tables.html", "tables.html", {"tables": list(published.values()), "rows_shown": TABLE_ROWS_SHOWN}
+        "tables.html",
+        "tables.html",
+        {
+            "tables": list(published.values()),
+            "rows_shown": TABLE_ROWS_SHOWN,
+        },
     )
 
 

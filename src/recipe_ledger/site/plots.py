@@ -16,12 +16,16 @@ import math
 from collections.abc import Sequence
 from html import escape
 
-from recipe_ledger.metrics import format_effect
+from recipe_ledger.metrics import format_effect, lookup
 
 WIDTH, HEIGHT = 640, 300
-LEFT, RIGHT, TOP, BOTTOM = 64, 150, 28, 44
+LEFT, RIGHT, TOP, BOTTOM = 72, 16, 28, 44
+LEGEND_ROW = 16  # the legend sits under the plot, as many rows as it needs: it is never clipped
+LEGEND_COLUMNS = 3
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 KNEE_FRACTION = 0.9  # the knee: the lowest concurrency reaching 90% of the arm's best throughput
+NICE_STEPS = (1.0, 2.0, 2.5, 5.0, 10.0)
+Y_LABEL_CHARS = 34  # what fits along the height of a chart at the axis font size
 
 Point = tuple[float, float]
 
@@ -36,6 +40,43 @@ def _label(value: float) -> str:
     return f"{value:.4g}"
 
 
+def axis_label(metric: str, *, short: bool = False) -> str:
+    """What an axis of ``metric`` says: its label and unit from the metric table. ``short``: the
+    metric's name when its label would not fit along a chart's height (a rotated y label)."""
+    described = lookup(metric)
+    name = described.label if described.known else metric
+    if short and len(name) > Y_LABEL_CHARS - len(described.unit) - 3:
+        name = metric
+    return f"{name} ({described.unit})" if described.unit else name
+
+
+def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """Round tick values (1, 2, 2.5 or 5 times a power of ten) covering [low, high]."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return [0.0, 1.0]
+    if high <= low:
+        low, high = (low - 1, high + 1) if low == 0 else (low - abs(low) * 0.1, high + abs(high) * 0.1)
+    raw = (high - low) / max(1, count - 1)
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in NICE_STEPS if m * power >= raw * (1 - 1e-9))
+    first = math.floor(low / step + 1e-9) * step
+    ticks = [first]
+    while ticks[-1] < high - step * 1e-9:
+        ticks.append(first + step * len(ticks))
+    return [0.0 if abs(t) < step * 1e-9 else t for t in ticks]
+
+
+def tick_text(value: float, ticks: Sequence[float]) -> str:
+    """A tick's text with as many decimals as the step needs (115.7 / 231.4 never appear)."""
+    step = abs(ticks[1] - ticks[0]) if len(ticks) > 1 else 1.0
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9)) if step > 0 else 0
+    if step > 0 and round(step / 10 ** math.floor(math.log10(step)), 6) == 2.5:
+        decimals += 1
+    if decimals == 0 and abs(value) >= 1e6:
+        return f"{value:.3g}"
+    return f"{value:,.{decimals}f}"
+
+
 def knee(points: Sequence[Point], fraction: float = KNEE_FRACTION) -> Point | None:
     """The first point (by x) whose y reaches ``fraction`` of the best y: past it, more
     concurrency buys little throughput. None for no points."""
@@ -47,23 +88,31 @@ def knee(points: Sequence[Point], fraction: float = KNEE_FRACTION) -> Point | No
 
 
 class _Axes:
-    """Maps data to pixels; log2 x when every x is positive and the range spans a doubling."""
+    """Maps data to pixels; log2 x when every x is positive and the range spans a doubling. The
+    y range is widened to round ticks."""
 
     def __init__(
-        self, xs: Sequence[float], ys: Sequence[float], *, log_x: bool = False, include_zero: bool = True
+        self,
+        xs: Sequence[float],
+        ys: Sequence[float],
+        *,
+        log_x: bool = False,
+        include_zero: bool = True,
+        plot_bottom: int = HEIGHT - BOTTOM,
     ):
         self.log_x = log_x and all(x > 0 for x in xs) and max(xs) > 2 * min(xs)
+        self.bottom = plot_bottom
         tx = [self._tx(x) for x in xs]
         self.x0, self.x1 = min(tx), max(tx)
         if self.x0 == self.x1:
             self.x0, self.x1 = self.x0 - 1, self.x1 + 1
+        pad = (self.x1 - self.x0) * 0.04
+        self.x0, self.x1 = self.x0 - pad, self.x1 + pad
         low, high = min(ys), max(ys)
         if include_zero:
             low, high = min(low, 0.0), max(high, 0.0)
-        if low == high:
-            low, high = low - 1, high + 1
-        pad = (high - low) * 0.08
-        self.y0, self.y1 = low - (pad if low < 0 else 0), high + pad
+        self.ticks = nice_ticks(low, high)
+        self.y0, self.y1 = self.ticks[0], self.ticks[-1]
 
     def _tx(self, x: float) -> float:
         return math.log2(x) if self.log_x else x
@@ -72,37 +121,54 @@ class _Axes:
         return LEFT + (self._tx(x) - self.x0) / (self.x1 - self.x0) * (WIDTH - LEFT - RIGHT)
 
     def py(self, y: float) -> float:
-        return TOP + (self.y1 - y) / (self.y1 - self.y0) * (HEIGHT - TOP - BOTTOM)
+        return TOP + (self.y1 - y) / (self.y1 - self.y0) * (self.bottom - TOP)
 
 
-def _frame(title: str, x_label: str, y_label: str, body: list[str], height: int = HEIGHT) -> str:
+def _legend_height(count: int) -> int:
+    return LEGEND_ROW * math.ceil(count / LEGEND_COLUMNS) if count else 0
+
+
+def _frame(
+    title: str,
+    x_label: str,
+    y_label: str,
+    body: list[str],
+    height: int = HEIGHT,
+    legend: int = 0,
+    *,
+    y_axis: bool = True,
+    x_from: float = LEFT,
+) -> str:
+    """The SVG around ``body``; ``height`` includes ``legend`` pixels of legend rows under the axis."""
     head = (
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" class="plot" role="img" '
         f'aria-label="{escape(title)}"><title>{escape(title)}</title>'
         f'<rect x="0" y="0" width="{WIDTH}" height="{height}" fill="#fff"/>'
     )
-    middle = (TOP + height - BOTTOM) // 2
+    bottom = height - BOTTOM - legend
+    middle = (TOP + bottom) // 2
     axes = (
-        f'<line x1="{LEFT}" y1="{height - BOTTOM}" x2="{WIDTH - RIGHT}"'
-        f' y2="{height - BOTTOM}" stroke="#333"/>'
-        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{height - BOTTOM}" stroke="#333"/>'
-        f'<text x="{(LEFT + WIDTH - RIGHT) // 2}" y="{height - 8}" text-anchor="middle" class="axis">'
+        f'<line x1="{_n(x_from)}" y1="{bottom}" x2="{WIDTH - RIGHT}" y2="{bottom}" stroke="#333"/>'
+        + (f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{bottom}" stroke="#333"/>' if y_axis else "")
+        + f'<text x="{(LEFT + WIDTH - RIGHT) // 2}" y="{bottom + 34}" text-anchor="middle" '
+        'class="axis x-axis">'
         f"{escape(x_label)}</text>"
-        f'<text x="14" y="{middle}" text-anchor="middle" class="axis" '
+        f'<text x="14" y="{middle}" text-anchor="middle" class="axis y-axis" '
         f'transform="rotate(-90 14 {middle})">{escape(y_label)}</text>'
-        f'<text x="{LEFT}" y="16" class="title">{escape(title)}</text>'
+        f'<text x="8" y="16" class="title">{escape(title)}</text>'
     )
     return head + axes + "".join(body) + "</svg>"
 
 
 def _y_ticks(axes: _Axes) -> list[str]:
     out = []
-    for i in range(5):
-        value = axes.y0 + (axes.y1 - axes.y0) * i / 4
+    for value in axes.ticks:
         y = axes.py(value)
         out.append(
+            f'<line x1="{LEFT - 4}" y1="{_n(y)}" x2="{WIDTH - RIGHT}" y2="{_n(y)}" stroke="#eee"/>'
             f'<line x1="{LEFT - 4}" y1="{_n(y)}" x2="{LEFT}" y2="{_n(y)}" stroke="#333"/>'
-            f'<text x="{LEFT - 6}" y="{_n(y + 4)}" text-anchor="end" class="tick">{_label(value)}</text>'
+            f'<text x="{LEFT - 6}" y="{_n(y + 4)}" text-anchor="end" class="tick">'
+            f"{tick_text(value, axes.ticks)}</text>"
         )
     return out
 
@@ -113,21 +179,25 @@ def _x_ticks(axes: _Axes, xs: Sequence[float], names: Sequence[str] | None = Non
         px = axes.px(x)
         text = names[i] if names else _label(x)
         out.append(
-            f'<line x1="{_n(px)}" y1="{HEIGHT - BOTTOM}" x2="{_n(px)}" y2="{HEIGHT - BOTTOM + 4}" '
-            f'stroke="#333"/><text x="{_n(px)}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle" '
-            f'class="tick">{escape(text)}</text>'
+            f'<line x1="{_n(px)}" y1="{axes.bottom}" x2="{_n(px)}" y2="{axes.bottom + 4}" '
+            f'stroke="#333"/><text x="{_n(px)}" y="{axes.bottom + 16}" text-anchor="middle" '
+            f'class="tick">{escape(text[:18])}</text>'
         )
     return out
 
 
-def _legend(names: Sequence[str]) -> list[str]:
+def _legend(names: Sequence[str], height: int) -> list[str]:
+    """Swatches in rows of ``LEGEND_COLUMNS`` under the x-axis label."""
     out = []
+    column = (WIDTH - LEFT) // LEGEND_COLUMNS
     for i, name in enumerate(names):
-        y = TOP + 14 + 16 * i
+        x = LEFT + column * (i % LEGEND_COLUMNS)
+        y = height - _legend_height(len(names)) + LEGEND_ROW * (i // LEGEND_COLUMNS) + 8
         color = COLORS[i % len(COLORS)]
+        shown = name if len(name) <= 30 else name[:29] + "…"
         out.append(
-            f'<rect x="{WIDTH - RIGHT + 10}" y="{y - 9}" width="10" height="10" fill="{color}"/>'
-            f'<text x="{WIDTH - RIGHT + 24}" y="{y}" class="legend">{escape(name[:22])}</text>'
+            f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{color}"/>'
+            f'<text x="{x + 14}" y="{y}" class="legend"><title>{escape(name)}</title>{escape(shown)}</text>'
         )
     return out
 
@@ -143,35 +213,105 @@ def sweep_chart(
     *,
     title: str,
     y_label: str,
-    x_label: str = "concurrency",
+    x_label: str = "concurrency (streams)",
     mark_knee: bool = True,
+    samples: dict[str, list[Point]] | None = None,
 ) -> str:
-    """``series``: arm -> [(concurrency, value)]. Lines per arm; each arm's knee ringed."""
+    """``series``: arm -> [(concurrency, median)]. A line per arm, each arm's knee ringed, and each
+    repeat's value (``samples``: arm -> [(concurrency, value)]) as a small hollow dot."""
+    samples = samples or {}
     points = [p for values in series.values() for p in values]
     if not points:
         return _empty(title)
     xs = sorted({x for x, _ in points})
-    axes = _Axes(xs, [y for _, y in points], log_x=True)
+    legend = _legend_height(len(series))
+    height = HEIGHT + legend
+    ys = [y for _, y in points] + [y for values in samples.values() for _, y in values]
+    axes = _Axes(xs, ys, log_x=True, plot_bottom=height - BOTTOM - legend)
     body = _y_ticks(axes) + _x_ticks(axes, xs)
     for i, (arm, values) in enumerate(sorted(series.items())):
-        color = COLORS[i % len(COLORS)]
-        ordered = sorted(values)
+        body += _arm_line(axes, arm, sorted(values), samples.get(arm, []), COLORS[i % len(COLORS)], mark_knee)
+    return _frame(title, x_label, y_label, body + _legend(sorted(series), height), height, legend)
+
+
+def _arm_line(
+    axes: _Axes, arm: str, ordered: list[Point], repeats: list[Point], color: str, mark_knee: bool
+) -> list[str]:
+    body = [
+        f'<circle cx="{_n(axes.px(x))}" cy="{_n(axes.py(y))}" r="2" fill="none" stroke="{color}" '
+        f'class="repeat"><title>{escape(arm)} @ {_label(x)}, one repeat: {_label(y)}</title></circle>'
+        for x, y in sorted(repeats)
+    ]
+    if len(ordered) > 1:
         path = " ".join(f"{_n(axes.px(x))},{_n(axes.py(y))}" for x, y in ordered)
-        if len(ordered) > 1:
-            body.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
+        body.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
+    body += [
+        f'<circle cx="{_n(axes.px(x))}" cy="{_n(axes.py(y))}" r="3" fill="{color}">'
+        f"<title>{escape(arm)} @ {_label(x)}: {_label(y)}</title></circle>"
+        for x, y in ordered
+    ]
+    point = knee(ordered) if mark_knee and len(ordered) > 1 else None
+    if point:
+        body.append(
+            f'<circle cx="{_n(axes.px(point[0]))}" cy="{_n(axes.py(point[1]))}" r="7" fill="none" '
+            f'stroke="{color}" stroke-width="1.5" class="knee"><title>knee of {escape(arm)}: '
+            f"{_label(point[0])}</title></circle>"
+        )
+    return body
+
+
+def arms_chart(
+    values: dict[str, float],
+    *,
+    title: str,
+    x_label: str,
+    control: str | None = None,
+    samples: dict[str, list[float]] | None = None,
+) -> str:
+    """One metric at one point, a row per arm: its median as a bar, each repeat as a hollow dot.
+    The control's row comes first and is named so."""
+    samples = samples or {}
+    arms = sorted(values, key=lambda a: (a != control, a))
+    if not arms:
+        return _empty(title)
+    everything = [values[a] for a in arms] + [v for a in arms for v in samples.get(a, [])] + [0.0]
+    ticks = nice_ticks(min(everything), max(everything))
+    row = 28
+    height = TOP + BOTTOM + row * len(arms)
+    bottom = height - BOTTOM
+    name_width = 120
+    span = (ticks[-1] - ticks[0]) or 1.0
+
+    def px(v: float) -> float:
+        return LEFT + name_width + (v - ticks[0]) / span * (WIDTH - LEFT - name_width - RIGHT)
+
+    body = _value_ticks(ticks, px, bottom, lambda t: tick_text(t, ticks))
+    for i, arm in enumerate(arms):
+        y = TOP + row * i + row // 2
+        color = "#7f7f7f" if arm == control else COLORS[i % len(COLORS)]
+        name = f"{arm} (control)" if arm == control else arm
+        body.append(f'<text x="8" y="{y + 4}" class="tick arm-name">{escape(name[:28])}</text>')
+        body.append(
+            f'<rect x="{_n(px(min(0.0, values[arm])))}" y="{y - 8}" '
+            f'width="{_n(abs(px(values[arm]) - px(0.0)))}" height="16" fill="{color}" opacity="0.75">'
+            f"<title>{escape(name)}: {_label(values[arm])}</title></rect>"
+        )
         body += [
-            f'<circle cx="{_n(axes.px(x))}" cy="{_n(axes.py(y))}" r="3" fill="{color}">'
-            f"<title>{escape(arm)} @ {_label(x)}: {_label(y)}</title></circle>"
-            for x, y in ordered
+            f'<circle cx="{_n(px(v))}" cy="{y}" r="3" fill="#fff" stroke="#111" class="repeat">'
+            f"<title>{escape(arm)}, one repeat: {_label(v)}</title></circle>"
+            for v in sorted(samples.get(arm, []))
         ]
-        point = knee(ordered) if mark_knee and len(ordered) > 1 else None
-        if point:
-            body.append(
-                f'<circle cx="{_n(axes.px(point[0]))}" cy="{_n(axes.py(point[1]))}" r="7" fill="none" '
-                f'stroke="{color}" stroke-width="1.5" class="knee"><title>knee of {escape(arm)}: '
-                f"{_label(point[0])}</title></circle>"
-            )
-    return _frame(title, x_label, y_label, body + _legend(sorted(series)))
+    return _frame(title, x_label, "", body, height, y_axis=False, x_from=px(ticks[0]))
+
+
+def _value_ticks(ticks: Sequence[float], px, bottom: int, text) -> list[str]:
+    """Vertical grid lines and labels along the bottom of a horizontal (value on x) chart."""
+    return [
+        f'<line x1="{_n(px(t))}" y1="{TOP}" x2="{_n(px(t))}" y2="{bottom}" stroke="#eee"/>'
+        f'<line x1="{_n(px(t))}" y1="{bottom}" x2="{_n(px(t))}" y2="{bottom + 4}" stroke="#333"/>'
+        f'<text x="{_n(px(t))}" y="{bottom + 16}" text-anchor="middle" class="tick">{escape(text(t))}</text>'
+        for t in ticks
+    ]
 
 
 def history_chart(
@@ -181,12 +321,14 @@ def history_chart(
     ys = [v for values in series.values() for v in values if v is not None]
     if not versions or not ys:
         return _empty(title)
-    index = list(range(len(versions)))
-    axes = _Axes([float(i) for i in index] or [0.0], ys)
-    body = _y_ticks(axes) + _x_ticks(axes, [float(i) for i in index], list(versions))
+    index = [float(i) for i in range(len(versions))]
+    legend = _legend_height(len(series))
+    height = HEIGHT + legend
+    axes = _Axes(index, ys, plot_bottom=height - BOTTOM - legend)
+    body = _y_ticks(axes) + _x_ticks(axes, index, list(versions))
     for k, (metric, values) in enumerate(sorted(series.items())):
         color = COLORS[k % len(COLORS)]
-        known = [(float(i), v) for i, v in zip(index, values, strict=False) if v is not None]
+        known = [(x, v) for x, v in zip(index, values, strict=False) if v is not None]
         if len(known) > 1:
             path = " ".join(f"{_n(axes.px(x))},{_n(axes.py(y))}" for x, y in known)
             body.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
@@ -195,7 +337,7 @@ def history_chart(
             f"<title>{escape(metric)} {escape(versions[int(x)])}: {_label(y)}</title></circle>"
             for x, y in known
         ]
-    return _frame(title, "version", y_label, body + _legend(sorted(series)))
+    return _frame(title, "release version", y_label, body + _legend(sorted(series), height), height, legend)
 
 
 def _outcome_color(outcome: object) -> str:
@@ -205,46 +347,62 @@ def _outcome_color(outcome: object) -> str:
     return {"win": "#2ca02c", "regression": "#d62728"}.get(outcome, "#7f7f7f")
 
 
-def effects_chart(bars: Sequence[dict], *, title: str = "verdict effects (relative, with CI)") -> str:
-    """One row per bar: the effect as a dot, its CI as a line, the +/- minimum effect shaded."""
+def effects_chart(
+    bars: Sequence[dict], *, title: str = "verdict effects (candidate vs control, 95% CI)"
+) -> str:
+    """One row per bar: the effect as a dot, its CI as a line, the +/- minimum effect shaded, and
+    round percentage ticks along the bottom."""
     rows = [b for b in bars if isinstance(b.get("effect"), (int, float))]
     if not rows:
         return _empty(title)
     values = [b["effect"] for b in rows] + [b.get("ci_low") or b["effect"] for b in rows]
     values += [b.get("ci_high") or b["effect"] for b in rows] + [abs(b.get("min_effect") or 0) for b in rows]
     values += [-abs(b.get("min_effect") or 0) for b in rows]
-    low, high = min(values + [0.0]), max(values + [0.0])
+    ticks = nice_ticks(min(values + [0.0]), max(values + [0.0]))
     height = TOP + BOTTOM + 26 * len(rows)
-    span = (high - low) or 1.0
-    width = WIDTH - LEFT - RIGHT
+    bottom = height - BOTTOM
+    span = (ticks[-1] - ticks[0]) or 1.0
+    name_width, value_width = 190, 96
 
     def px(v: float) -> float:
-        return LEFT + 150 + (v - low) / span * (width - 150)
+        return name_width + (v - ticks[0]) / span * (WIDTH - name_width - value_width - RIGHT)
 
-    body = [f'<line x1="{_n(px(0))}" y1="{TOP}" x2="{_n(px(0))}" y2="{height - BOTTOM}" stroke="#333"/>']
+    body = _value_ticks(ticks, px, bottom, lambda t: format_effect(t, 0))
+    body.append(f'<line x1="{_n(px(0))}" y1="{TOP}" x2="{_n(px(0))}" y2="{bottom}" stroke="#333"/>')
     for i, bar in enumerate(rows):
-        y = TOP + 13 + 26 * i
-        band = abs(bar.get("min_effect") or 0)
-        color = _outcome_color(bar.get("outcome"))
-        name = f"{bar.get('candidate')} {bar.get('metric')}@{bar.get('point')}"
+        body += _effect_row(bar, TOP + 13 + 26 * i, px)
+    return _frame(
+        title,
+        "relative effect: (candidate - control) / control",
+        "",
+        body,
+        height,
+        y_axis=False,
+        x_from=px(ticks[0]),
+    )
+
+
+def _effect_row(bar: dict, y: int, px) -> list[str]:
+    band = abs(bar.get("min_effect") or 0)
+    color = _outcome_color(bar.get("outcome"))
+    name = f"{bar.get('candidate')} {bar.get('metric')}@{bar.get('point')}"
+    body = [
+        f'<rect x="{_n(px(-band))}" y="{y - 10}" width="{_n(px(band) - px(-band))}" height="20" '
+        'fill="#f1f1f1"/>',
+        f'<text x="8" y="{y + 4}" class="tick"><title>{escape(name)}</title>{escape(name[:30])}</text>',
+    ]
+    lo, hi = bar.get("ci_low"), bar.get("ci_high")
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
         body.append(
-            f'<rect x="{_n(px(-band))}" y="{y - 10}" width="{_n(px(band) - px(-band))}" height="20" '
-            f'fill="#eee"/>'
+            f'<line x1="{_n(px(lo))}" y1="{y}" x2="{_n(px(hi))}" y2="{y}" stroke="{color}" stroke-width="3"/>'
         )
-        body.append(f'<text x="8" y="{y + 4}" class="tick">{escape(name[:36])}</text>')
-        lo, hi = bar.get("ci_low"), bar.get("ci_high")
-        if isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
-            body.append(
-                f'<line x1="{_n(px(lo))}" y1="{y}" x2="{_n(px(hi))}" y2="{y}" stroke="{color}" '
-                f'stroke-width="3"/>'
-            )
-        effect = format_effect(bar["effect"])
-        body.append(
-            f'<circle cx="{_n(px(bar["effect"]))}" cy="{y}" r="4" fill="{color}"><title>'
-            f"{escape(name)}: {escape(str(bar.get('outcome')))} {effect}</title></circle>"
-        )
-        body.append(
-            f'<text x="{WIDTH - RIGHT + 8}" y="{y + 4}" class="legend">{escape(str(bar.get("outcome")))} '
-            f"{effect}</text>"
-        )
-    return _frame(title, "relative effect (candidate vs control)", "", body, height)
+    effect = format_effect(bar["effect"])
+    body.append(
+        f'<circle cx="{_n(px(bar["effect"]))}" cy="{y}" r="4" fill="{color}"><title>'
+        f"{escape(name)}: {escape(str(bar.get('outcome')))} {effect}</title></circle>"
+    )
+    body.append(
+        f'<text x="{WIDTH - RIGHT}" y="{y + 4}" text-anchor="end" class="legend">'
+        f"{escape(str(bar.get('outcome')))} {effect}</text>"
+    )
+    return body

@@ -8,14 +8,22 @@ for the request the CLI builds from ``-H HW -s STRATEGY -v VARIANT -f F...`` (or
 - hardware: every id the recipe names under ``meta.hardware`` (its default hardware if none);
 - strategies: the recipe's compatible *single-node* strategies that the hardware does not opt out of;
 - variants: all;
-- feature sets: all subsets when the recipe has at most ``ALL_SUBSETS_UP_TO`` features; otherwise
-  the site's default set, the default set with each one feature toggled, no feature, and every
-  feature. Any other combination shows the CLI command to run instead of a command.
+- feature sets: all subsets when the recipe has at most ``ALL_SUBSETS_UP_TO`` features (every
+  recipe of the vLLM corpus has at most 6); otherwise the site's default set, the default set with
+  each one feature toggled, no feature, and every feature, and any other combination shows the CLI
+  command to run instead of a command.
+
+Commands share most of their lines, so each distinct line (and warning, and error) is stored once
+in ``texts`` and a combination lists indices into it: all 32 feature sets of a 5-feature recipe on
+11 hardware ids then fit in a page well under 2 MB.
 """
 
 from __future__ import annotations
 
 import itertools
+import multiprocessing
+import os
+from collections.abc import Callable
 from typing import Any
 
 from recipe_ledger.errors import LedgerError
@@ -28,7 +36,7 @@ from recipe_ledger.recipes.fitting import fit_recipe
 from recipe_ledger.redact import redact_obj, redact_text
 from recipe_ledger.tables import secret_environ
 
-ALL_SUBSETS_UP_TO = 4
+ALL_SUBSETS_UP_TO = 6
 _secret_env: dict[str, str] = {}
 
 
@@ -125,6 +133,41 @@ def command_for(
     }
 
 
+class TextTable:
+    """Distinct strings stored once; a cell refers to them by index (in first-seen order)."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self._index: dict[str, int] = {}
+
+    def ref(self, text: str) -> int:
+        if text not in self._index:
+            self._index[text] = len(self.texts)
+            self.texts.append(text)
+        return self._index[text]
+
+
+def packed_cell(cell: dict[str, Any], table: TextTable) -> dict[str, list[int]]:
+    """A ``command_for`` cell as indices: command lines, warnings, or the error (the CLI line the
+    page derives from the selection, as `cli_line` does)."""
+    if "error" in cell:
+        return {"error": [table.ref(cell["error"])]}
+    return {
+        "lines": [table.ref(line) for line in cell["command"].split("\n")],
+        "warnings": [table.ref(w) for w in cell["warnings"]],
+    }
+
+
+def unpacked_cell(cell: dict[str, list[int]], texts: list[str]) -> dict[str, Any]:
+    """The inverse of ``packed_cell`` (what the page's script does), for tests and tools."""
+    if "error" in cell:
+        return {"error": texts[cell["error"][0]]}
+    return {
+        "command": "\n".join(texts[i] for i in cell["lines"]),
+        "warnings": [texts[i] for i in cell["warnings"]],
+    }
+
+
 def builder_data(root: RecipeRoot, loaded: LoadedRecipe) -> dict[str, Any]:
     name = recipe_name(loaded.ref)
     raw = root.corpus.recipe(loaded.ref)
@@ -138,6 +181,7 @@ def builder_data(root: RecipeRoot, loaded: LoadedRecipe) -> dict[str, Any]:
     default_hw = resolve.default_hardware(raw, default_variant, corpus.taxonomy)
     combos: dict[str, Any] = {}
     per_hw: dict[str, Any] = {}
+    table = TextTable()
     for hw in hardware:
         strategies = single_node_strategies(raw, hw, corpus.strategies, corpus.taxonomy)
         recommended, _ = resolve.default_strategy(
@@ -151,9 +195,8 @@ def builder_data(root: RecipeRoot, loaded: LoadedRecipe) -> dict[str, Any]:
         }
         for strategy, variant in itertools.product(strategies, variants):
             for subset in feature_sets(features, defaults[variant]):
-                combos[combo_key(hw, strategy, variant, subset)] = command_for(
-                    root, name, hw, strategy, variant, subset
-                )
+                cell = command_for(root, name, hw, strategy, variant, subset)
+                combos[combo_key(hw, strategy, variant, subset)] = packed_cell(cell, table)
     return {
         "recipe": name,
         "hardware": hardware,
@@ -174,8 +217,46 @@ def builder_data(root: RecipeRoot, loaded: LoadedRecipe) -> dict[str, Any]:
             if len(features) <= ALL_SUBSETS_UP_TO
             else "the default set, each feature toggled from it, none, and all"
         ),
+        "all_subsets_up_to": ALL_SUBSETS_UP_TO,
         "combos": combos,
+        "texts": table.texts,
     }
+
+
+POOL_FROM = 50  # recipes; below this, starting worker processes costs more than it saves
+_work: tuple[RecipeRoot, list[LoadedRecipe | None]] | None = None  # what forked workers read
+
+
+def _builder_of(i: int) -> dict[str, Any] | None:
+    assert _work is not None
+    root, loaded = _work
+    return builder_data(root, loaded[i]) if loaded[i] else None
+
+
+def start_builders(root: RecipeRoot, loaded: list[LoadedRecipe | None]) -> Callable[[], list]:
+    """Start computing every recipe's builder data; returns the function that waits for them (in
+    ``loaded``'s order, None for a recipe that does not load).
+
+    ~70 resolutions per recipe are most of a 1,000-recipe build, so they run in forked workers
+    (which inherit the loaded recipes: nothing is pickled on the way in) while the caller writes
+    the ledger pages. Small sites, or platforms without fork, compute them when asked instead."""
+    global _work
+    if len(loaded) < POOL_FROM or "fork" not in multiprocessing.get_all_start_methods():
+        return lambda: [builder_data(root, one) if one else None for one in loaded]
+    _work = (root, loaded)
+    pool = multiprocessing.get_context("fork").Pool(processes=min(4, os.cpu_count() or 1))
+    pending = pool.map_async(_builder_of, range(len(loaded)), chunksize=4)
+
+    def finish() -> list:
+        global _work
+        try:
+            return pending.get()
+        finally:
+            pool.close()
+            pool.join()
+            _work = None
+
+    return finish
 
 
 def fit_rows(root: RecipeRoot, loaded: LoadedRecipe, boxes: list[Box]) -> list[dict[str, Any]]:

@@ -1,4 +1,5 @@
-/* Recipe Ledger site: the command builder and the timeline filter.
+/* Recipe Ledger site: the command builder (its selection kept in the URL), copy buttons, the
+   recipe search on the index and the timeline filter.
    Everything is read from precomputed JSON and written with textContent: page text never
    becomes markup, so a planted "<script>" in a recipe or a ledger note stays text. */
 (function () {
@@ -37,6 +38,8 @@
         " -v " + variant.value + " " + flags;
     }
 
+    function texts(indices) { return indices.map(function (i) { return data.texts[i]; }); }
+
     function show() {
       var features = chosenFeatures();
       var key = [hardware.value, strategy.value, variant.value, features.join(",")].join("|");
@@ -44,26 +47,54 @@
       var out = byId("builder-command"), cli = byId("builder-cli"), warnings = byId("builder-warnings");
       while (warnings.firstChild) warnings.removeChild(warnings.firstChild);
       out.classList.remove("missing", "error");
+      saveSelection(features);
       if (!strategy.value) {
         out.textContent = "No single-node strategy of this recipe runs on " + hardware.value + ".";
         out.classList.add("missing");
         cli.textContent = "";
         return;
       }
-      cli.textContent = cell ? cell.cli : cliLine(features);
+      cli.textContent = cliLine(features);
       if (!cell) {
-        out.textContent = "This combination is not precomputed; run: " + cliLine(features);
+        out.textContent = "This combination is not precomputed (the recipe has more than " +
+          data.all_subsets_up_to + " features); run: " + cliLine(features);
         out.classList.add("missing");
       } else if (cell.error) {
-        out.textContent = "Does not resolve: " + cell.error;
+        out.textContent = "This combination does not resolve: " + texts(cell.error)[0];
         out.classList.add("error");
       } else {
-        out.textContent = cell.command;
-        (cell.warnings || []).forEach(function (text) {
+        out.textContent = texts(cell.lines).join("\n");
+        texts(cell.warnings).forEach(function (text) {
           var item = document.createElement("li");
           item.textContent = "warning: " + text;
           warnings.appendChild(item);
         });
+      }
+    }
+
+    /* The selection in the URL (?hardware=&strategy=&variant=&features=a,b or none), so that a
+       link opens the same command. replaceState: choosing does not fill the history. */
+    function saveSelection(features) {
+      var params = new URLSearchParams();
+      params.set("hardware", hardware.value);
+      params.set("strategy", strategy.value);
+      params.set("variant", variant.value);
+      params.set("features", features.length ? features.join(",") : "none");
+      history.replaceState(null, "", "?" + params.toString() + window.location.hash);
+    }
+
+    function loadSelection() {
+      var params = new URLSearchParams(window.location.search);
+      if (params.get("hardware") && data.per_hardware[params.get("hardware")]) {
+        hardware.value = params.get("hardware");
+        onHardware();
+      }
+      if (params.get("variant") && data.variants.indexOf(params.get("variant")) >= 0) variant.value = params.get("variant");
+      var info = data.per_hardware[hardware.value];
+      if (params.get("strategy") && info.strategies.indexOf(params.get("strategy")) >= 0) strategy.value = params.get("strategy");
+      if (params.get("features")) {
+        var wanted = params.get("features") === "none" ? [] : params.get("features").split(",");
+        boxes.forEach(function (box) { box.checked = wanted.indexOf(box.value) >= 0; });
       }
     }
 
@@ -83,7 +114,65 @@
     });
     strategy.addEventListener("change", show);
     boxes.forEach(function (box) { box.addEventListener("change", show); });
+    loadSelection();
     show();
+  }
+
+  /* A copy button on every command block: copies the block's text, says so for a moment. */
+  function initCopyButtons() {
+    document.querySelectorAll("pre.command, code.copyable").forEach(function (block) {
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "copy";
+      button.textContent = "Copy";
+      button.setAttribute("aria-label", "Copy the command");
+      button.addEventListener("click", function () {
+        var done = function () {
+          button.textContent = "Copied";
+          setTimeout(function () { button.textContent = "Copy"; }, 1500);
+        };
+        if (navigator.clipboard && window.isSecureContext) {
+          navigator.clipboard.writeText(block.textContent).then(done, function () { button.textContent = "Select and copy"; });
+        } else {
+          var range = document.createRange();
+          range.selectNodeContents(block);
+          var selection = window.getSelection();
+          selection.removeAllRanges();
+          selection.addRange(range);
+          try { document.execCommand("copy"); done(); } catch (e) { button.textContent = "Press Ctrl+C"; }
+        }
+      });
+      var wrap = document.createElement("div");
+      wrap.className = "copy-wrap";
+      block.parentNode.insertBefore(wrap, block);
+      wrap.appendChild(block);
+      wrap.appendChild(button);
+    });
+  }
+
+  /* The index's recipe search: hides the matrix rows (and cards) whose text lacks every word typed. */
+  function initRecipeSearch() {
+    var box = byId("recipe-search"), only = byId("recipe-measured");
+    if (!box) return;
+    var rows = Array.prototype.slice.call(document.querySelectorAll("#matrix tr.recipe-row"));
+    var params = new URLSearchParams(window.location.search);
+    if (params.get("q")) box.value = params.get("q");
+
+    function apply() {
+      var words = box.value.toLowerCase().split(/\s+/).filter(Boolean), shown = 0;
+      rows.forEach(function (row) {
+        var text = row.getAttribute("data-search");
+        var keep = words.every(function (w) { return text.indexOf(w) >= 0; }) &&
+          (!only || !only.checked || row.getAttribute("data-measured") === "yes");
+        row.classList.toggle("hidden", !keep);
+        if (keep) shown += 1;
+      });
+      byId("recipe-count").textContent = shown + " of " + rows.length + " recipes";
+    }
+
+    box.addEventListener("input", apply);
+    if (only) only.addEventListener("change", apply);
+    apply();
   }
 
   function initTimeline() {
@@ -113,5 +202,7 @@
   document.addEventListener("DOMContentLoaded", function () {
     initBuilder();
     initTimeline();
+    initRecipeSearch();
+    initCopyButtons();
   });
 })();
