@@ -107,8 +107,9 @@ def markdown_html(text: str, link: Callable[[str], str] | None = None) -> str:
     if link is not None:
         for token in tokens:
             for child in token.children or ():
-                if child.type == "link_open" and isinstance(child.attrs.get("href"), str):
-                    child.attrs["href"] = link(child.attrs["href"])
+                href = child.attrs.get("href") if child.type == "link_open" else None
+                if isinstance(href, str):
+                    child.attrs["href"] = link(href)
     return md.renderer.render(tokens, md.options, {})
 
 
@@ -1063,15 +1064,16 @@ def _write_timeline(writer: SiteWriter, index: LedgerIndex, tick: Progress) -> N
         page = i + 1
         chunk = newest_first[i * TIMELINE_PAGE : page * TIMELINE_PAGE]
         name = "index" if page == 1 else f"page-{page}"
+        entries = timeline_rows(index, chunk, "../")
         data = {
             "page": page,
             "pages": pages,
             "kinds": kinds,
             "statuses": statuses,
             "heads": [{"writer": w, "entries": n, "head": h} for w, n, h in index.heads],
-            "entries": timeline_rows(index, chunk, "../"),
+            "entries": entries,
         }
-        rows = timeline.rows_html(data["entries"])
+        rows = timeline.rows_html(entries)
         out.page(f"ledger/{name}.html", "ledger.html", data, compact=True, rows_html=rows)
 
     run_tasks(pages, one, writer, "ledger", tick)

@@ -13,7 +13,7 @@ text. Three charts:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from html import escape
 
 from recipe_ledger.metrics import format_effect, lookup
@@ -304,7 +304,9 @@ def arms_chart(
     return _frame(title, x_label, "", body, height, y_axis=False, x_from=px(ticks[0]))
 
 
-def _value_ticks(ticks: Sequence[float], px, bottom: int, text) -> list[str]:
+def _value_ticks(
+    ticks: Sequence[float], px: Callable[[float], float], bottom: int, text: Callable[[float], str]
+) -> list[str]:
     """Vertical grid lines and labels along the bottom of a horizontal (value on x) chart."""
     return [
         f'<line x1="{_n(px(t))}" y1="{TOP}" x2="{_n(px(t))}" y2="{bottom}" stroke="#eee"/>'
@@ -382,7 +384,7 @@ def effects_chart(
     )
 
 
-def _effect_row(bar: dict, y: int, px) -> list[str]:
+def _effect_row(bar: dict, y: int, px: Callable[[float], float]) -> list[str]:
     band = abs(bar.get("min_effect") or 0)
     color = _outcome_color(bar.get("outcome"))
     name = f"{bar.get('candidate')} {bar.get('metric')}@{bar.get('point')}"

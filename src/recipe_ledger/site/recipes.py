@@ -230,7 +230,8 @@ _work: tuple[RecipeRoot, list[LoadedRecipe | None]] | None = None  # what forked
 def _builder_of(i: int) -> dict[str, Any] | None:
     assert _work is not None
     root, loaded = _work
-    return builder_data(root, loaded[i]) if loaded[i] else None
+    recipe = loaded[i]
+    return builder_data(root, recipe) if recipe else None
 
 
 def start_builders(root: RecipeRoot, loaded: list[LoadedRecipe | None]) -> Callable[[], list]:
