@@ -78,3 +78,15 @@ def test_summary_metrics_become_sweeps_per_arm() -> None:
     )
     assert series["output_tps_total"] == {"cand": [(1.0, 12.0)], "control": [(1.0, 10.0), (4.0, 30.0)]}
     assert series["server.kv_usage"] == {"cand": [(1.0, 0.5)]}
+
+
+def test_skew_curve_runs_from_nothing_to_everything_through_the_measured_shares():
+    from recipe_ledger.site import plots
+
+    curves = plots.skew_curves({"control": {25: 0.7, 50: 0.95, 73: 0.99}, "empty": {}})
+    assert list(curves) == ["control"]
+    assert curves["control"] == [(0.0, 0.0), (25.0, 70.0), (50.0, 95.0), (73.0, 99.0), (100.0, 100.0)]
+    svg = plots.skew_chart(curves, title="skew")
+    assert "hits (%)" in svg and "experts, hottest first (%)" in svg
+    assert "uniform routing" in svg and "73%" in svg
+    assert plots.skew_chart({}, title="none").count("no data") == 1

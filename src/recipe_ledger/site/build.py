@@ -777,6 +777,14 @@ def experiment_charts(
     effects, then the sweeps against concurrency; every axis names its unit."""
     places = dict.fromkeys((str(b["metric"]), str(b["point"])) for b in bars)
     charts = [_bar_metric_chart(m, pt, bars, control, repeats.get((m, pt), {})) for m, pt in places]
+    skew = _skew_values(sweeps)
+    if skew:
+        charts.append(
+            plots.skew_chart(
+                plots.skew_curves(skew),
+                title="Routing skew: share of hits on the hottest experts, median per arm",
+            )
+        )
     if bars:
         charts.append(plots.effects_chart(bars))
     for metric in chosen:
@@ -813,6 +821,16 @@ def experiment_charts(
             )
         )
     return charts
+
+
+def _skew_values(sweeps: dict) -> dict[str, dict[int, float]]:
+    """arm -> {expert share %: hit share} from a routing result's figures (first point of each)."""
+    out: dict[str, dict[int, float]] = {}
+    for share in plots.SKEW_SHARES:
+        for arm, points in sweeps.get(f"routing_hit_share_top{share}", {}).items():
+            if points:
+                out.setdefault(arm, {})[share] = float(sorted(points)[0][1])
+    return out
 
 
 def _bar_metric_chart(

@@ -408,3 +408,35 @@ def _effect_row(bar: dict, y: int, px: Callable[[float], float]) -> list[str]:
         f"{escape(str(bar.get('outcome')))} {effect}</text>"
     )
     return body
+
+
+SKEW_SHARES = (25, 50, 73)  # the routing figures' expert shares, % (recipe_ledger.routing.TOP_SHARES)
+
+
+def skew_curves(values: dict[str, dict[int, float]]) -> dict[str, list[Point]]:
+    """arm -> {expert share %: hit share 0..1} -> the cumulative curve in %, from (0, 0) to (100, 100)."""
+    return {
+        arm: [(0.0, 0.0), *((float(s), 100.0 * shares[s]) for s in sorted(shares)), (100.0, 100.0)]
+        for arm, shares in values.items()
+        if shares
+    }
+
+
+def skew_chart(curves: dict[str, list[Point]], *, title: str) -> str:
+    """Routing skew: the share of hits held by the hottest share of experts, one line per arm; the
+    diagonal is uniform routing (every expert hit equally)."""
+    if not curves:
+        return _empty(title)
+    legend = _legend_height(len(curves) + 1)
+    height = HEIGHT + legend
+    xs = [0.0, *map(float, SKEW_SHARES), 100.0]
+    axes = _Axes(xs, [0.0, 100.0], plot_bottom=height - BOTTOM - legend)
+    body = _y_ticks(axes) + _x_ticks(axes, xs, [f"{x:g}%" for x in xs])
+    uniform = " ".join(f"{_n(axes.px(x))},{_n(axes.py(x))}" for x in (0.0, 100.0))
+    body.append(f'<polyline points="{uniform}" fill="none" stroke="#999" stroke-dasharray="4 3"/>')
+    for i, (arm, points) in enumerate(sorted(curves.items())):
+        body += _arm_line(axes, arm, points, [], COLORS[i % len(COLORS)], False)
+    names = [*sorted(curves), "uniform routing (dashed)"]
+    return _frame(
+        title, "experts, hottest first (%)", "hits (%)", body + _legend(names, height), height, legend
+    )
