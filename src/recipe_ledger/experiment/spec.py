@@ -18,6 +18,7 @@ EXPERIMENT_SCHEMA_VERSION = 1
 
 Engine = Literal["vllm", "sglang"]
 ENGINE_DESCRIPTION = "The serving engine of this arm; default: the experiment's engine."
+OVERRIDES_DESCRIPTION = "Flags and environment changed on top of the arm's command."
 
 
 class _Closed(BaseModel):
@@ -27,46 +28,71 @@ class _Closed(BaseModel):
 class Overrides(_Closed):
     """Changes on top of an arm's resolved command: extra flags (last wins) and environment."""
 
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+    args: list[str] = Field(
+        default_factory=list,
+        description='Flags appended to the arm\'s command, e.g. [--cpu-offload-gb, "70"]; a flag '
+        "the command already has is replaced (last wins).",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Environment variables set on top of the arm's own."
+    )
     remove_args: list[str] = Field(default_factory=list, description="Flags to drop, with their values.")
 
 
 class RecipeArm(_Closed):
-    kind: Literal["recipe"] = "recipe"
+    """An arm served by a recipe's resolved launch command (``ledger recipe command``), on the box's
+    hardware unless another is named."""
+
+    kind: Literal["recipe"] = Field(
+        default="recipe", description="'recipe'; implied when the arm has a recipe: key."
+    )
     recipe: str = Field(description="Recipe name, org/name or path under the recipes root.")
     hardware: str | None = Field(default=None, description="Taxonomy id; default: the box's.")
-    strategy: str | None = None
-    variant: str | None = None
+    strategy: str | None = Field(
+        default=None, description="Strategy id (recipes/strategies/); default: the recipe's default."
+    )
+    variant: str | None = Field(default=None, description="Recipe variant; default: 'default'.")
     features: list[str] | None = Field(default=None, description="Default: the recipe's default features.")
     model_path: str | None = Field(
         default=None, description="Serve this local directory instead of the recipe's model id."
     )
     engine: Engine | None = Field(default=None, description=ENGINE_DESCRIPTION)
-    overrides: Overrides = Field(default_factory=Overrides)
+    overrides: Overrides = Field(default_factory=Overrides, description=OVERRIDES_DESCRIPTION)
 
 
 class CommandArm(_Closed):
-    kind: Literal["command"] = "command"
+    """An arm served by a command written out in full (no recipe behind it)."""
+
+    kind: Literal["command"] = Field(
+        default="command", description="'command'; implied when the arm has an argv: key."
+    )
     argv: list[str] = Field(min_length=1, description="The server command, e.g. [vllm, serve, DIR, ...].")
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict, description="Environment of the server process.")
     engine: Engine | None = Field(default=None, description=ENGINE_DESCRIPTION)
-    overrides: Overrides = Field(default_factory=Overrides)
+    overrides: Overrides = Field(default_factory=Overrides, description=OVERRIDES_DESCRIPTION)
 
 
 class ReleaseArm(_Closed):
-    kind: Literal["release"] = "release"
+    """An arm served exactly as a published release pinned it (image, argv, env)."""
+
+    kind: Literal["release"] = Field(
+        default="release", description="'release'; implied when the arm has a release: key."
+    )
     release: str = Field(description="LANE@VERSION of a published release.")
     engine: Engine | None = Field(default=None, description=ENGINE_DESCRIPTION)
-    overrides: Overrides = Field(default_factory=Overrides)
+    overrides: Overrides = Field(default_factory=Overrides, description=OVERRIDES_DESCRIPTION)
 
 
 class StudyArm(_Closed):
     """An arm of a study with no server (a GPU microbenchmark): only a name and parameters, which
     the command instrument's template receives as {arm} and {<param>}."""
 
-    kind: Literal["study"] = "study"
-    params: dict[str, str] = Field(default_factory=dict)
+    kind: Literal["study"] = Field(
+        default="study", description="'study'; implied when the arm has a params: key."
+    )
+    params: dict[str, str] = Field(
+        default_factory=dict, description="Values the command instrument's template receives as {<param>}."
+    )
 
 
 def _arm_kind(value: Any) -> str:
@@ -100,9 +126,16 @@ class Instrument(_Closed):
     """A benchmark client: the tight default is ``vllm bench serve``; ``command`` runs a script
     that prints JSON metrics (for studies with no server)."""
 
-    name: str
-    kind: Literal["vllm_bench_serve", "sglang_bench_serving", "command"]
-    options: dict[str, Any] = Field(default_factory=dict)
+    name: str = Field(description="The instrument's name; bars and metrics refer to it.")
+    kind: Literal["vllm_bench_serve", "sglang_bench_serving", "command"] = Field(
+        description="vllm_bench_serve or sglang_bench_serving (a tight serving sweep, one run per point), "
+        "or command (a script printing JSON metrics)."
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Options of the benchmark client, as its flags without dashes (dataset_name, "
+        "random_input_len, num_prompts, tokenizer...); the point sets the concurrency.",
+    )
     command: list[str] | None = Field(
         default=None,
         description="For kind=command: argv template; {arm}, {point}, {repeat}, {seed}, {out} are filled in.",
@@ -116,9 +149,11 @@ class Instrument(_Closed):
 
 
 class Bar(_Closed):
+    """A bar the candidate must clear against the control on one metric: the verdict's rule."""
+
     metric: str = Field(description="Normalized metric name, e.g. output_tps_total, ttft_ms_p50.")
     point: int | Literal["all"] = Field(description="The sweep point the bar applies to, or 'all'.")
-    direction: Literal["higher", "lower"]
+    direction: Literal["higher", "lower"] = Field(description="Which way is better for this metric.")
     min_effect: float = Field(gt=0, lt=10, description="Smallest relative effect that matters (0.03 = 3%).")
     instrument: str | None = Field(default=None, description="Default: the first instrument.")
     agreement_threshold: float = Field(
@@ -131,14 +166,24 @@ class Bar(_Closed):
 
 
 class Server(_Closed):
-    launcher: Literal["process", "docker"] = "process"
+    """How every server arm is launched and reached: one fresh server per launch."""
+
+    launcher: Literal["process", "docker"] = Field(
+        default="process", description="process (a child process here) or docker (a container)."
+    )
     image: str | None = Field(
         default=None, description="Docker image (by digest, ideally) for launcher=docker."
     )
-    host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=1, le=65535)
-    health_timeout_s: float = Field(default=600, gt=0)
-    needs_server: bool = True
+    host: str = Field(default="127.0.0.1", description="Address the server listens on and is measured at.")
+    port: int = Field(default=8000, ge=1, le=65535, description="Port the server listens on.")
+    health_timeout_s: float = Field(
+        default=600,
+        gt=0,
+        description="Seconds a launch may take to answer /health before it counts as failed.",
+    )
+    needs_server: bool = Field(
+        default=True, description="false for studies: no server, only command instruments."
+    )
     warmup_requests: int = Field(
         default=4,
         ge=0,
@@ -146,33 +191,58 @@ class Server(_Closed):
         "of a fresh server are slow (lazy initialisation), and that belongs to no sweep point.",
     )
     volumes: dict[str, str] = Field(default_factory=dict, description="host path -> container path")
-    gpus: Literal["all", "none"] | int = "none"
+    gpus: Literal["all", "none"] | int = Field(
+        default="none", description="GPUs given to the container: all, none or a count (launcher=docker)."
+    )
 
 
 class Calibration(_Closed):
+    """A/A launches of the control (``ledger calibrate``): the instrument's noise, hence the MDE."""
+
     repeats: int = Field(default=3, ge=2, description="A/A launches of the control.")
-    max_age_days: float = Field(default=14, gt=0)
+    max_age_days: float = Field(
+        default=14, gt=0, description="Older calibrations no longer count: calibrate again."
+    )
 
 
 class Experiment(_Closed):
-    schema_version: int = Field(default=EXPERIMENT_SCHEMA_VERSION)
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
-    hypothesis: str
-    box: str
+    """An experiment file (experiments/*.yaml): a control, candidates, instruments, points and bars."""
+
+    schema_version: int = Field(
+        default=EXPERIMENT_SCHEMA_VERSION, description="The file format's version; a newer one is refused."
+    )
+    name: str = Field(
+        pattern=r"^[a-z0-9][a-z0-9._-]*$",
+        description="The experiment's id in the ledger: lowercase letters, digits, '.', '_', '-'.",
+    )
+    hypothesis: str = Field(
+        description="What the candidates should do better, and why: recorded with the result."
+    )
+    box: str = Field(
+        description="Box profile id (recipes/boxes/), e.g. dgx-station-gb300; `ledger fit --list-boxes`."
+    )
     engine: Literal["vllm", "sglang", "none"] = Field(
         default="vllm",
         description="The engine of every server arm that names none itself; 'none' for studies "
         "and stand-in servers.",
     )
-    server: Server = Field(default_factory=Server)
-    control: Arm
-    candidates: dict[str, Arm] = Field(min_length=1)
-    instruments: list[Instrument] = Field(min_length=1)
+    server: Server = Field(default_factory=Server, description="How servers are launched and reached.")
+    control: Arm = Field(description="The arm every candidate is compared with (named 'control').")
+    candidates: dict[str, Arm] = Field(
+        min_length=1, description="The arms under test, by name (any name but 'control')."
+    )
+    instruments: list[Instrument] = Field(
+        min_length=1, description="The benchmark clients that measure every arm."
+    )
     points: list[int] = Field(min_length=1, description="Sweep points, e.g. concurrency 1, 2, 4, 8, 16.")
     repeats: int = Field(default=2, ge=1, description="Launches per arm, interleaved ABBA.")
-    bars: list[Bar] = Field(min_length=1)
-    calibration: Calibration = Field(default_factory=Calibration)
-    seed: int = 0
+    bars: list[Bar] = Field(min_length=1, description="The bars that decide the verdict.")
+    calibration: Calibration = Field(
+        default_factory=Calibration, description="How the control's noise is measured."
+    )
+    seed: int = Field(
+        default=0, description="Seed of the instruments' workloads; {seed} in command templates."
+    )
 
     @model_validator(mode="after")
     def _names_are_consistent(self) -> Experiment:

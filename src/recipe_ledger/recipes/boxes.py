@@ -23,32 +23,40 @@ class _Closed(BaseModel):
 
 
 class GpuSpec(_Closed):
-    name: str
-    count: int = Field(ge=0)
+    """The box's GPUs: all of one kind."""
+
+    name: str = Field(description="What the GPU is, as people name it.")
+    count: int = Field(ge=0, description="GPUs in the box (0 for a CPU-only box).")
     hbm_gib: float = Field(ge=0, description="Device memory per GPU as the CUDA runtime reports it, GiB.")
-    hbm_bandwidth_gbps: float | None = None
+    hbm_bandwidth_gbps: float | None = Field(default=None, description="Device memory bandwidth, GB/s.")
 
 
 class HostSpec(_Closed):
-    cpu: str = ""
-    ram_gib: float = Field(gt=0)
+    """The host the GPUs sit in: where offloaded weights and tables live."""
+
+    cpu: str = Field(default="", description="What the CPU is, as people name it.")
+    ram_gib: float = Field(gt=0, description="Host RAM, GiB.")
 
 
 class LinkSpec(_Closed):
-    kind: str
+    """The host-to-GPU link that offloaded weights cross every step."""
+
+    kind: str = Field(description="e.g. nvlink-c2c, pcie5.")
     bandwidth_gbps: float = Field(ge=0, description="Host-to-GPU read bandwidth, GB/s.")
-    cross_gpu_bandwidth_gbps: float | None = None
+    cross_gpu_bandwidth_gbps: float | None = Field(default=None, description="GPU-to-GPU bandwidth, GB/s.")
 
 
 class Box(_Closed):
-    schema_version: int = BOX_SCHEMA_VERSION
-    id: str
-    display_name: str
+    """A box profile (recipes/boxes/<id>.yaml): one machine's GPUs, host and link."""
+
+    schema_version: int = Field(default=BOX_SCHEMA_VERSION, description="The file format's version.")
+    id: str = Field(description="The box id experiments and `ledger fit --box` name.")
+    display_name: str = Field(description="The name people see.")
     hardware: str | None = Field(description="Taxonomy hardware id, or null when none matches.")
-    gpu: GpuSpec
-    host: HostSpec
-    link: LinkSpec
-    sources: list[str] = Field(default_factory=list)
+    gpu: GpuSpec = Field(description="The GPUs.")
+    host: HostSpec = Field(description="The host.")
+    link: LinkSpec = Field(description="The host-to-GPU link.")
+    sources: list[str] = Field(default_factory=list, description="Where the numbers come from.")
 
     @property
     def hbm_total_gib(self) -> float:

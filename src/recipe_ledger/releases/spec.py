@@ -23,6 +23,8 @@ class _Closed(BaseModel):
 
 
 class ModelSpec(_Closed):
+    """The model a release serves, pinned by its snapshot commit or content hash."""
+
     name: str | None = Field(default=None, description="What the model is, e.g. org/name.")
     path: str = Field(
         description="The local model directory (repository-relative or absolute) whose "
@@ -36,7 +38,9 @@ class ModelSpec(_Closed):
 class NumberSpec(_Closed):
     """One number to publish: a metric of one arm at one point, from one ledger result."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$", description="The number's name, e.g. output_tps_c4."
+    )
     metric: str = Field(description="Normalized metric, e.g. output_tps_total.")
     point: int = Field(description="The sweep point (concurrency).")
     arm: str = Field(description="The experiment arm that is this release's configuration.")
@@ -51,7 +55,7 @@ class NumberSpec(_Closed):
         description="Relative band a reproduction must "
         "stay inside; default: the experiment's bar on this metric and point.",
     )
-    unit: str | None = None
+    unit: str | None = Field(default=None, description="The unit people read, e.g. tok/s.")
 
     @model_validator(mode="after")
     def _one_source(self) -> NumberSpec:
@@ -61,23 +65,29 @@ class NumberSpec(_Closed):
 
 
 class ReleaseSpec(_Closed):
-    schema_version: int = Field(default=RELEASE_SPEC_SCHEMA_VERSION)
-    lane: str = Field(pattern=LANE_PATTERN)
-    lane_title: str | None = None
-    version: str = Field(min_length=1)
-    changes: list[str] = Field(default_factory=list)
+    """A release spec (recipes/releases/<lane>/<version>.yaml): what a release claims, before pinning."""
+
+    schema_version: int = Field(
+        default=RELEASE_SPEC_SCHEMA_VERSION, description="The file format's version; a newer one is refused."
+    )
+    lane: str = Field(pattern=LANE_PATTERN, description="The lane's id, e.g. sixty-k-agent.")
+    lane_title: str | None = Field(
+        default=None, description="The lane's name people see, e.g. Sixty-K Agent."
+    )
+    version: str = Field(min_length=1, description="This release's version within the lane, e.g. v14.")
+    changes: list[str] = Field(default_factory=list, description="What changed since the superseded version.")
     supersedes: str | None = Field(default=None, description="An earlier version of this lane (e.g. v1).")
     image: str | None = Field(
         default=None,
         description="The image: repo@sha256:... pins; a tag is resolved "
         "to its repository digest through the docker daemon when published.",
     )
-    model: ModelSpec | None = None
+    model: ModelSpec | None = Field(default=None, description="The model served, pinned when published.")
     scripts: list[str] = Field(
         default_factory=list,
         description="Scripts whose git blob hashes are pinned (besides those the results already pinned).",
     )
-    numbers: list[NumberSpec] = Field(default_factory=list)
+    numbers: list[NumberSpec] = Field(default_factory=list, description="The numbers the release publishes.")
 
 
 def load_release_spec(path: Path | str) -> ReleaseSpec:
