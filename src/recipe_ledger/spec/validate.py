@@ -38,25 +38,44 @@ _EXPECTED = {
 
 
 def data_path(data: Any, loc: tuple[Any, ...]) -> PathKey:
-    """The longest prefix of ``loc`` that names keys/indexes present in ``data``."""
-    path: list[str | int] = []
-    node = data
-    for part in loc:
-        if (
-            isinstance(node, dict)
-            and part in node
-            or isinstance(node, list)
-            and isinstance(part, int)
-            and 0 <= part < len(node)
-        ):
-            node = node[part]
-        elif isinstance(node, dict) and len(path) == len(loc) - 1:
-            path.append(part)  # a missing key: name it, even though it is not in the file
-            break
-        else:
-            continue
-        path.append(part)
-    return tuple(path)
+    """The longest path of keys/indexes present in ``data`` that ``loc`` names in order.
+
+    pydantic puts names that are not keys into ``loc``: a union member's tag (``recipe`` for a
+    recipe arm), a validator's name. Such a part may still match a key by accident (an arm's tag
+    ``recipe`` is also its ``recipe:`` field), so each part is either followed or skipped and the
+    deepest real node wins: ``control.overrides.env.X``, not ``control.recipe``. A key missing
+    from the file is named when it is the last part.
+    """
+    return tuple(_deepest(data, tuple(loc), 0, {}))
+
+
+def _deepest(node: Any, loc: tuple[Any, ...], at: int, memo: dict) -> list[str | int]:
+    # Memoized on (node, position): without it, following-or-skipping is 2**len(loc) walks.
+    key = (id(node), at)
+    if key not in memo:
+        memo[key] = _deepest_uncached(node, loc, at, memo)
+    return memo[key]
+
+
+def _deepest_uncached(node: Any, loc: tuple[Any, ...], at: int, memo: dict) -> list[str | int]:
+    if at == len(loc):
+        return []
+    part = loc[at]
+    options: list[list[str | int]] = []
+    if isinstance(node, dict) and _hashable(part) and part in node or _is_index(node, part):
+        options.append([part, *_deepest(node[part], loc, at + 1, memo)])
+    elif isinstance(node, dict) and at == len(loc) - 1:
+        options.append([part])  # a missing key: name it, even though it is not in the file
+    options.append(_deepest(node, loc, at + 1, memo))
+    return max(options, key=len)  # on a tie, the first: following beats skipping
+
+
+def _hashable(part: Any) -> bool:
+    return isinstance(part, (str, int))
+
+
+def _is_index(node: Any, part: Any) -> bool:
+    return isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
 
 
 def _shown(value: Any) -> str:
