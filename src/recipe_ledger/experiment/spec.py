@@ -12,6 +12,21 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
+from recipe_ledger.spec.bounds import (
+    MAX_ARMS,
+    MAX_ITEMS,
+    MAX_POINTS,
+    MAX_REPEATS,
+    MAX_SEED,
+    MAX_TIMEOUT_S,
+    ArgList,
+    EnvMap,
+    LongText,
+    PathText,
+    Point,
+    ShortText,
+    Slug,
+)
 from recipe_ledger.spec.versioned import load_versioned
 
 EXPERIMENT_SCHEMA_VERSION = 1
@@ -27,19 +42,21 @@ class _Closed(BaseModel):
 class Overrides(_Closed):
     """Changes on top of an arm's resolved command: extra flags (last wins) and environment."""
 
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    remove_args: list[str] = Field(default_factory=list, description="Flags to drop, with their values.")
+    args: ArgList = Field(default_factory=list)
+    env: EnvMap = Field(default_factory=dict)
+    remove_args: ArgList = Field(default_factory=list, description="Flags to drop, with their values.")
 
 
 class RecipeArm(_Closed):
     kind: Literal["recipe"] = "recipe"
-    recipe: str = Field(description="Recipe name, org/name or path under the recipes root.")
-    hardware: str | None = Field(default=None, description="Taxonomy id; default: the box's.")
-    strategy: str | None = None
-    variant: str | None = None
-    features: list[str] | None = Field(default=None, description="Default: the recipe's default features.")
-    model_path: str | None = Field(
+    recipe: PathText = Field(description="Recipe name, org/name or path under the recipes root.")
+    hardware: ShortText | None = Field(default=None, description="Taxonomy id; default: the box's.")
+    strategy: ShortText | None = None
+    variant: ShortText | None = None
+    features: list[ShortText] | None = Field(
+        default=None, max_length=MAX_ITEMS, description="Default: the recipe's default features."
+    )
+    model_path: PathText | None = Field(
         default=None, description="Serve this local directory instead of the recipe's model id."
     )
     engine: Engine | None = Field(default=None, description=ENGINE_DESCRIPTION)
@@ -48,15 +65,15 @@ class RecipeArm(_Closed):
 
 class CommandArm(_Closed):
     kind: Literal["command"] = "command"
-    argv: list[str] = Field(min_length=1, description="The server command, e.g. [vllm, serve, DIR, ...].")
-    env: dict[str, str] = Field(default_factory=dict)
+    argv: ArgList = Field(min_length=1, description="The server command, e.g. [vllm, serve, DIR, ...].")
+    env: EnvMap = Field(default_factory=dict)
     engine: Engine | None = Field(default=None, description=ENGINE_DESCRIPTION)
     overrides: Overrides = Field(default_factory=Overrides)
 
 
 class ReleaseArm(_Closed):
     kind: Literal["release"] = "release"
-    release: str = Field(description="LANE@VERSION of a published release.")
+    release: ShortText = Field(description="LANE@VERSION of a published release.")
     engine: Engine | None = Field(default=None, description=ENGINE_DESCRIPTION)
     overrides: Overrides = Field(default_factory=Overrides)
 
@@ -66,7 +83,7 @@ class StudyArm(_Closed):
     the command instrument's template receives as {arm} and {<param>}."""
 
     kind: Literal["study"] = "study"
-    params: dict[str, str] = Field(default_factory=dict)
+    params: EnvMap = Field(default_factory=dict)
 
 
 def _arm_kind(value: Any) -> str:
@@ -100,10 +117,10 @@ class Instrument(_Closed):
     """A benchmark client: the tight default is ``vllm bench serve``; ``command`` runs a script
     that prints JSON metrics (for studies with no server)."""
 
-    name: str
+    name: Slug
     kind: Literal["vllm_bench_serve", "sglang_bench_serving", "command"]
-    options: dict[str, Any] = Field(default_factory=dict)
-    command: list[str] | None = Field(
+    options: dict[ShortText, Any] = Field(default_factory=dict, max_length=MAX_ITEMS)
+    command: ArgList | None = Field(
         default=None,
         description="For kind=command: argv template; {arm}, {point}, {repeat}, {seed}, {out} are filled in.",
     )
@@ -116,11 +133,11 @@ class Instrument(_Closed):
 
 
 class Bar(_Closed):
-    metric: str = Field(description="Normalized metric name, e.g. output_tps_total, ttft_ms_p50.")
-    point: int | Literal["all"] = Field(description="The sweep point the bar applies to, or 'all'.")
+    metric: ShortText = Field(description="Normalized metric name, e.g. output_tps_total, ttft_ms_p50.")
+    point: Point | Literal["all"] = Field(description="The sweep point the bar applies to, or 'all'.")
     direction: Literal["higher", "lower"]
     min_effect: float = Field(gt=0, lt=10, description="Smallest relative effect that matters (0.03 = 3%).")
-    instrument: str | None = Field(default=None, description="Default: the first instrument.")
+    instrument: Slug | None = Field(default=None, description="Default: the first instrument.")
     agreement_threshold: float = Field(
         default=0.02,
         gt=0,
@@ -132,33 +149,36 @@ class Bar(_Closed):
 
 class Server(_Closed):
     launcher: Literal["process", "docker"] = "process"
-    image: str | None = Field(
+    image: ShortText | None = Field(
         default=None, description="Docker image (by digest, ideally) for launcher=docker."
     )
-    host: str = "127.0.0.1"
+    host: ShortText = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
-    health_timeout_s: float = Field(default=600, gt=0)
+    health_timeout_s: float = Field(default=600, gt=0, le=MAX_TIMEOUT_S)
     needs_server: bool = True
     warmup_requests: int = Field(
         default=4,
         ge=0,
+        le=10_000,
         description="Requests sent after boot and before measuring: the first requests "
         "of a fresh server are slow (lazy initialisation), and that belongs to no sweep point.",
     )
-    volumes: dict[str, str] = Field(default_factory=dict, description="host path -> container path")
-    gpus: Literal["all", "none"] | int = "none"
+    volumes: dict[PathText, PathText] = Field(
+        default_factory=dict, max_length=MAX_ITEMS, description="host path -> container path"
+    )
+    gpus: Literal["all", "none"] | Annotated[int, Field(ge=0, le=1024)] = "none"
 
 
 class Calibration(_Closed):
-    repeats: int = Field(default=3, ge=2, description="A/A launches of the control.")
-    max_age_days: float = Field(default=14, gt=0)
+    repeats: int = Field(default=3, ge=2, le=MAX_REPEATS, description="A/A launches of the control.")
+    max_age_days: float = Field(default=14, gt=0, le=3650)
 
 
 class Experiment(_Closed):
     schema_version: int = Field(default=EXPERIMENT_SCHEMA_VERSION)
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
-    hypothesis: str
-    box: str
+    name: Slug
+    hypothesis: LongText
+    box: Slug
     engine: Literal["vllm", "sglang", "none"] = Field(
         default="vllm",
         description="The engine of every server arm that names none itself; 'none' for studies "
@@ -166,13 +186,15 @@ class Experiment(_Closed):
     )
     server: Server = Field(default_factory=Server)
     control: Arm
-    candidates: dict[str, Arm] = Field(min_length=1)
-    instruments: list[Instrument] = Field(min_length=1)
-    points: list[int] = Field(min_length=1, description="Sweep points, e.g. concurrency 1, 2, 4, 8, 16.")
-    repeats: int = Field(default=2, ge=1, description="Launches per arm, interleaved ABBA.")
-    bars: list[Bar] = Field(min_length=1)
+    candidates: dict[Slug, Arm] = Field(min_length=1, max_length=MAX_ARMS)
+    instruments: list[Instrument] = Field(min_length=1, max_length=MAX_ARMS)
+    points: list[Point] = Field(
+        min_length=1, max_length=MAX_POINTS, description="Sweep points, e.g. concurrency 1, 2, 4, 8, 16."
+    )
+    repeats: int = Field(default=2, ge=1, le=MAX_REPEATS, description="Launches per arm, interleaved ABBA.")
+    bars: list[Bar] = Field(min_length=1, max_length=MAX_ITEMS)
     calibration: Calibration = Field(default_factory=Calibration)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
 
     @model_validator(mode="after")
     def _names_are_consistent(self) -> Experiment:

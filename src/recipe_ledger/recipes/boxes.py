@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from recipe_ledger.errors import UnknownIdError
+from recipe_ledger.spec.bounds import MAX_ITEMS, PathText, ShortText, Slug
 from recipe_ledger.spec.versioned import load_versioned
 
 BOX_SCHEMA_VERSION = 1
@@ -23,32 +24,34 @@ class _Closed(BaseModel):
 
 
 class GpuSpec(_Closed):
-    name: str
-    count: int = Field(ge=0)
-    hbm_gib: float = Field(ge=0, description="Device memory per GPU as the CUDA runtime reports it, GiB.")
-    hbm_bandwidth_gbps: float | None = None
+    name: ShortText
+    count: int = Field(ge=0, le=1024)
+    hbm_gib: float = Field(
+        ge=0, le=1e6, description="Device memory per GPU as the CUDA runtime reports it, GiB."
+    )
+    hbm_bandwidth_gbps: float | None = Field(default=None, ge=0, le=1e9)
 
 
 class HostSpec(_Closed):
-    cpu: str = ""
-    ram_gib: float = Field(gt=0)
+    cpu: ShortText = ""
+    ram_gib: float = Field(gt=0, le=1e9)
 
 
 class LinkSpec(_Closed):
-    kind: str
-    bandwidth_gbps: float = Field(ge=0, description="Host-to-GPU read bandwidth, GB/s.")
-    cross_gpu_bandwidth_gbps: float | None = None
+    kind: ShortText
+    bandwidth_gbps: float = Field(ge=0, le=1e9, description="Host-to-GPU read bandwidth, GB/s.")
+    cross_gpu_bandwidth_gbps: float | None = Field(default=None, ge=0, le=1e9)
 
 
 class Box(_Closed):
     schema_version: int = BOX_SCHEMA_VERSION
-    id: str
-    display_name: str
-    hardware: str | None = Field(description="Taxonomy hardware id, or null when none matches.")
+    id: Slug
+    display_name: ShortText
+    hardware: ShortText | None = Field(description="Taxonomy hardware id, or null when none matches.")
     gpu: GpuSpec
     host: HostSpec
     link: LinkSpec
-    sources: list[str] = Field(default_factory=list)
+    sources: list[PathText] = Field(default_factory=list, max_length=MAX_ITEMS)
 
     @property
     def hbm_total_gib(self) -> float:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from recipe_ledger.spec.bounds import MAX_ITEMS, LongText, PathText, Point, ShortText, Slug
 from recipe_ledger.spec.versioned import load_versioned
 
 RELEASE_SPEC_SCHEMA_VERSION = 1
-LANE_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 
 
 class _Closed(BaseModel):
@@ -23,12 +23,12 @@ class _Closed(BaseModel):
 
 
 class ModelSpec(_Closed):
-    name: str | None = Field(default=None, description="What the model is, e.g. org/name.")
-    path: str = Field(
+    name: ShortText | None = Field(default=None, description="What the model is, e.g. org/name.")
+    path: PathText = Field(
         description="The local model directory (repository-relative or absolute) whose "
         "content hash, or Hugging Face snapshot commit, is pinned."
     )
-    container_path: str | None = Field(
+    container_path: PathText | None = Field(
         default=None, description="Where the server sees it (baked in or mounted)."
     )
 
@@ -36,12 +36,12 @@ class ModelSpec(_Closed):
 class NumberSpec(_Closed):
     """One number to publish: a metric of one arm at one point, from one ledger result."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
-    metric: str = Field(description="Normalized metric, e.g. output_tps_total.")
-    point: int = Field(description="The sweep point (concurrency).")
-    arm: str = Field(description="The experiment arm that is this release's configuration.")
-    result: str | None = Field(default=None, description="Result entry id (or a unique prefix).")
-    experiment: str | None = Field(
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
+    metric: ShortText = Field(description="Normalized metric, e.g. output_tps_total.")
+    point: Point = Field(description="The sweep point (concurrency).")
+    arm: Slug = Field(description="The experiment arm that is this release's configuration.")
+    result: ShortText | None = Field(default=None, description="Result entry id (or a unique prefix).")
+    experiment: Slug | None = Field(
         default=None, description="Or: the newest active result of this experiment."
     )
     tolerance: float | None = Field(
@@ -51,7 +51,7 @@ class NumberSpec(_Closed):
         description="Relative band a reproduction must "
         "stay inside; default: the experiment's bar on this metric and point.",
     )
-    unit: str | None = None
+    unit: ShortText | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> NumberSpec:
@@ -62,22 +62,23 @@ class NumberSpec(_Closed):
 
 class ReleaseSpec(_Closed):
     schema_version: int = Field(default=RELEASE_SPEC_SCHEMA_VERSION)
-    lane: str = Field(pattern=LANE_PATTERN)
-    lane_title: str | None = None
-    version: str = Field(min_length=1)
-    changes: list[str] = Field(default_factory=list)
-    supersedes: str | None = Field(default=None, description="An earlier version of this lane (e.g. v1).")
-    image: str | None = Field(
+    lane: Slug
+    lane_title: ShortText | None = None
+    version: Slug
+    changes: list[LongText] = Field(default_factory=list, max_length=MAX_ITEMS)
+    supersedes: Slug | None = Field(default=None, description="An earlier version of this lane (e.g. v1).")
+    image: ShortText | None = Field(
         default=None,
         description="The image: repo@sha256:... pins; a tag is resolved "
         "to its repository digest through the docker daemon when published.",
     )
     model: ModelSpec | None = None
-    scripts: list[str] = Field(
+    scripts: list[PathText] = Field(
         default_factory=list,
+        max_length=MAX_ITEMS,
         description="Scripts whose git blob hashes are pinned (besides those the results already pinned).",
     )
-    numbers: list[NumberSpec] = Field(default_factory=list)
+    numbers: list[NumberSpec] = Field(default_factory=list, max_length=MAX_ITEMS)
 
 
 def load_release_spec(path: Path | str) -> ReleaseSpec:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails  # the TypedDict of ValidationError.errors() items
 
 from recipe_ledger.errors import SpecError
+from recipe_ledger.spec.bounds import SLUG_PATTERN, SLUG_RULE
 from recipe_ledger.spec.yamlfile import PathKey, YamlDoc, format_path
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -61,13 +62,14 @@ def _deepest_uncached(node: Any, loc: tuple[Any, ...], at: int, memo: dict) -> l
     if at == len(loc):
         return []
     part = loc[at]
-    options: list[list[str | int]] = []
+    # Skipping comes first so that it wins a tie: the path that matched the later parts of
+    # ``loc`` (the field itself, not a tag that happens to share a key's name) is the one meant.
+    options: list[list[str | int]] = [_deepest(node, loc, at + 1, memo)]
     if isinstance(node, dict) and _hashable(part) and part in node or _is_index(node, part):
         options.append([part, *_deepest(node[part], loc, at + 1, memo)])
-    elif isinstance(node, dict) and at == len(loc) - 1:
+    elif isinstance(node, dict) and at == len(loc) - 1 and part != "[key]":
         options.append([part])  # a missing key: name it, even though it is not in the file
-    options.append(_deepest(node, loc, at + 1, memo))
-    return max(options, key=len)  # on a tie, the first: following beats skipping
+    return max(options, key=len)
 
 
 def _hashable(part: Any) -> bool:
@@ -93,9 +95,12 @@ def describe_error(error: ErrorDetails) -> str:
         return "required field is missing"
     if kind == "extra_forbidden":
         return "unknown field"
+    if kind == "string_pattern_mismatch" and (error.get("ctx") or {}).get("pattern") == SLUG_PATTERN:
+        return f"expected a name of {SLUG_RULE} characters, got {_shown(error.get('input'))}"
     expected = _EXPECTED.get(kind)
     if expected is None:
-        return error["msg"]
+        # pydantic's own sentence ("Input should be less than or equal to 100"), and the value.
+        return f"{error['msg']}, got {_shown(error.get('input'))}"
     return f"{expected}, got {_shown(error.get('input'))}"
 
 
