@@ -13,8 +13,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from recipe_ledger.errors import UnknownIdError
-from recipe_ledger.spec.bounds import MAX_ITEMS, PathText, ShortText, Slug
+from recipe_ledger.spec.bounds import MAX_ITEMS, PathText, ShortText, Slug, is_slug
 from recipe_ledger.spec.versioned import load_versioned
+from recipe_ledger.spec.yamlfile import shorten
 
 BOX_SCHEMA_VERSION = 1
 
@@ -74,12 +75,14 @@ def load_box(boxes_dir: Path, box_id: str) -> Box:
     """The box with this id (``dgx_station_gb300`` and ``dgx-station-gb300`` both work)."""
     wanted = _normalize(box_id)
     path = boxes_dir / f"{wanted}.yaml"
-    if path.is_file():
+    if is_slug(wanted) and path.is_file():  # a slug: never a path out of boxes_dir, never too long
         return load_box_file(path)
     for box in list_boxes(boxes_dir):
         if _normalize(box.id) == wanted or (box.hardware and _normalize(box.hardware) == wanted):
             return box
     known = ", ".join(box.id for box in list_boxes(boxes_dir)) or "none"
     raise UnknownIdError(
-        f"unknown box {box_id!r}; known boxes: {known}", where=str(boxes_dir), hint="ledger fit --list-boxes"
+        f"unknown box {shorten(box_id)!r}; known boxes: {known}",
+        where=str(boxes_dir),
+        hint="ledger fit --list-boxes",
     )

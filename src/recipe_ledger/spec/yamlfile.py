@@ -298,17 +298,19 @@ def read_spec_text(path: Path, shown: str) -> str:
     try:
         info = path.stat()
     except FileNotFoundError:
-        raise SpecError("no such file", where=_short(shown)) from None
+        raise SpecError("no such file", where=shorten(shown)) from None
     except OSError as exc:
-        raise SpecError(f"cannot read: {exc.strerror or exc}", where=_short(shown)) from None
+        raise SpecError(f"cannot read: {exc.strerror or exc}", where=shorten(shown)) from None
     if stat.S_ISDIR(info.st_mode):
-        raise SpecError("is a directory, expected a YAML file", where=_short(shown))
+        raise SpecError("is a directory, expected a YAML file", where=shorten(shown))
     if not stat.S_ISREG(info.st_mode):
-        raise SpecError("not a regular file (a pipe or a device?), expected a YAML file", where=_short(shown))
+        raise SpecError(
+            "not a regular file (a pipe or a device?), expected a YAML file", where=shorten(shown)
+        )
     if info.st_size > MAX_FILE_BYTES:
         raise SpecError(
             f"file of {info.st_size:,} bytes is over the {MAX_FILE_BYTES:,}-byte limit for a spec",
-            where=_short(shown),
+            where=shorten(shown),
         )
     try:
         # O_NONBLOCK: should the file have been swapped for a FIFO since stat, open does not wait.
@@ -316,16 +318,16 @@ def read_spec_text(path: Path, shown: str) -> str:
         with os.fdopen(fd, "rb") as handle:
             raw = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
-        raise SpecError(f"cannot read: {exc.strerror or exc}", where=_short(shown)) from None
+        raise SpecError(f"cannot read: {exc.strerror or exc}", where=shorten(shown)) from None
     if len(raw) > MAX_FILE_BYTES:
-        raise SpecError(f"over the {MAX_FILE_BYTES:,}-byte limit for a spec", where=_short(shown))
+        raise SpecError(f"over the {MAX_FILE_BYTES:,}-byte limit for a spec", where=shorten(shown))
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise SpecError(f"not UTF-8 text ({exc.reason})", where=_short(shown)) from None
+        raise SpecError(f"not UTF-8 text ({exc.reason})", where=shorten(shown)) from None
 
 
-def _short(path_text: str, limit: int = 200) -> str:
+def shorten(path_text: str, limit: int = 200) -> str:
     """A path for a one-line message: a 10,000-character one is cut in the middle."""
     if len(path_text) <= limit:
         return path_text
@@ -390,6 +392,14 @@ def _child(node: yaml.Node, part: str | int) -> tuple[int, yaml.Node] | None:
         if found is not None:
             return found
     return None
+
+
+def is_regular_file(path: Path) -> bool:
+    """``path.is_file()`` that says no, instead of raising, for a name too long or a symlink loop."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def load_yaml(path: Path | str, display_path: str | None = None) -> YamlDoc:
