@@ -215,7 +215,7 @@ class _GraphCheck:
         for child in _children(node):
             if id(child) in self.open:
                 raise SpecError(
-                    "an alias refers to an anchor that contains it (a recursive structure)",
+                    "an anchored node contains an alias of itself (a recursive structure)",
                     where=f"{self.display_path}:{_line(child)}",
                 )
             if id(child) not in self.size:
