@@ -395,7 +395,8 @@ def main() -> int:
         markup = sum(1 for _, _, outcome in bad if "rich.errors.MarkupError" in outcome.output)
         print(
             f"{what}: {runs} runs: ok {tally['ok']}, clean errors {tally['clean']}, "
-            f"tracebacks {tally['traceback']} ({markup} of them rich markup errors), runaways {tally['runaway']}"
+            f"tracebacks {tally['traceback']} ({markup} of them rich markup errors), "
+            f"runaways {tally['runaway']}"
         )
         for seed, names, outcome in bad[: options.show]:
             tail = " | ".join(outcome.output.strip().splitlines()[-3:])[:400]
