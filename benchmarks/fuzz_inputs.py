@@ -212,6 +212,10 @@ def _child(args: list[str], out_fd: int, cwd: Path, cpu_s: int, extra_mem: int) 
     try:
         os.dup2(out_fd, 1)
         os.dup2(out_fd, 2)
+        # New streams on the redirected descriptors: a parent such as pytest may have replaced
+        # sys.stdout and sys.stderr with objects that do not write to fds 1 and 2.
+        sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
+        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
         os.chdir(cwd)
         resource.setrlimit(resource.RLIMIT_AS, (_vm_bytes() + extra_mem,) * 2)
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
