@@ -191,44 +191,46 @@ def _refuse_duplicate_keys(node: yaml.MappingNode, display_path: str) -> None:
 
 
 class _GraphCheck:
-    """One post-order walk over the distinct nodes of a composed document, with an explicit stack
-    (libyaml nests up to 1,000 levels; Python's recursion limit is about as deep)."""
+    """One post-order walk over the distinct collection nodes of a composed document, with an
+    explicit stack (libyaml nests up to 1,000 levels; Python's recursion limit is about as deep).
+    Scalars, most of any document, are counted without being visited."""
 
     def __init__(self, display_path: str):
         self.display_path = display_path
-        self.size: dict[int, int] = {}  # id(node) -> nodes in its full expansion
+        self.size: dict[int, int] = {}  # id(node) -> nodes in its full expansion (scalars: 1, implied)
         self.depth: dict[int, int] = {}
         self.open: set[int] = set()  # the nodes on the current path: meeting one again is a cycle
 
     def run(self, root: yaml.Node) -> None:
-        stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+        stack: list[tuple[yaml.Node, list[yaml.Node] | None]] = [(root, None)]
         while stack:
-            node, finished = stack.pop()
-            if finished:
-                self._finish(node)
-            elif id(node) not in self.size:
-                self._enter(node, stack)
+            node, children = stack.pop()
+            if children is not None:
+                self._finish(node, children)
+            elif id(node) not in self.size and not isinstance(node, yaml.ScalarNode):
+                children = _children(node)
+                self.open.add(id(node))
+                stack.append((node, children))
+                stack.extend((child, None) for child in children if self._unseen(child))
 
-    def _enter(self, node: yaml.Node, stack: list[tuple[yaml.Node, bool]]) -> None:
-        self.open.add(id(node))
-        stack.append((node, True))
-        for child in _children(node):
-            if id(child) in self.open:
-                raise SpecError(
-                    "an anchored node contains an alias of itself (a recursive structure)",
-                    where=f"{self.display_path}:{_line(child)}",
-                )
-            if id(child) not in self.size:
-                stack.append((child, False))
+    def _unseen(self, child: yaml.Node) -> bool:
+        if isinstance(child, yaml.ScalarNode):
+            return False
+        if id(child) in self.open:
+            raise SpecError(
+                "an anchored node contains an alias of itself (a recursive structure)",
+                where=f"{self.display_path}:{_line(child)}",
+            )
+        return id(child) not in self.size
 
-    def _finish(self, node: yaml.Node) -> None:
+    def _finish(self, node: yaml.Node, children: list[yaml.Node]) -> None:
         key = id(node)
         self.open.discard(key)
         if key in self.size:
             return  # reached twice before it was finished: both visits were queued
-        children = _children(node)
-        self.size[key] = 1 + sum(self.size[id(child)] for child in children)
-        self.depth[key] = 1 + max((self.depth[id(child)] for child in children), default=0)
+        size, depth = self.size, self.depth
+        self.size[key] = 1 + sum(size.get(id(child), 1) for child in children)
+        self.depth[key] = 1 + max((depth.get(id(child), 1) for child in children), default=0)
         if self.size[key] > MAX_EXPANDED_NODES:
             raise SpecError(
                 f"aliases expand to more than {MAX_EXPANDED_NODES:,} nodes (an alias bomb?)",
