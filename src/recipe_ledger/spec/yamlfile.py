@@ -258,8 +258,8 @@ def _yaml_error(exc: yaml.YAMLError, text: str, display_path: str) -> SpecError:
             problem = f"malformed YAML: {problem}"  # a value that cannot convert is not malformed YAML
         return SpecError(problem, where=f"{display_path}{line}")
     if isinstance(exc, yaml.reader.ReaderError):
-        line = text.count("\n", 0, max(exc.position, 0)) + 1
-        return SpecError(f"malformed YAML: {_one_line(exc.reason)}", where=f"{display_path}:{line}")
+        at = text.count("\n", 0, max(exc.position, 0)) + 1
+        return SpecError(f"malformed YAML: {_one_line(exc.reason)}", where=f"{display_path}:{at}")
     return SpecError(f"malformed YAML: {_one_line(str(exc))}", where=display_path)
 
 
