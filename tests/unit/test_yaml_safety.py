@@ -276,3 +276,35 @@ def test_a_release_lane_and_version_are_slugs(tmp_path):
         path.write_text(spec.read_text().replace(old, new, 1))
         with pytest.raises(InputError, match="expected a name of lower-case letters"):
             load_release_spec(path)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field"),
+    [
+        ("  - metric: output_tps_total", '  - metric: ""', "bars[0].metric"),  # found by the fuzz benchmark
+        ("    min_effect: 0.25", "    min_effect: 5", "bars[0].min_effect"),  # the verdict takes < 1 only
+    ],
+)
+def test_a_bar_the_verdict_cannot_take_is_refused_by_the_spec(tmp_path, old, new, field):
+    path = edited_example(tmp_path, old, new)
+    line = assert_one_clean_line(*cli(["run", "--plan", str(path)]))
+    assert f" {field}: " in line
+
+
+def test_every_bound_at_its_limit_still_plans(tmp_path):
+    # The bounds refuse what no person means and nothing the later stages accept.
+    text = EXAMPLE.read_text().replace("repeats: 2\n", "repeats: 100\nseed: 9223372036854775807\n", 1)
+    text = re.sub(r"(calibration:\n(?:  #.*\n)*  repeats: )\d+", r"\g<1>100", text)
+    text = text.replace(
+        "points: [1, 4]", "points: [" + ", ".join(str(10**6 - i) for i in range(62)) + ", 1, 4]"
+    )
+    text = re.sub(r"min_effect: [0-9.]+", "min_effect: 0.999", text)
+    text = re.sub(r"agreement_threshold: [0-9.]+", "agreement_threshold: 0.999", text)
+    text = text.replace("  health_timeout_s: 300", "  health_timeout_s: 604800").replace(
+        "port: 8126", "port: 65535"
+    )
+    path = tmp_path / "extreme.yaml"
+    path.write_text(text)
+    code, output = cli(["run", "--plan", str(path)])
+    assert code == 0, output
+    assert "control#100" in output  # the hundredth launch of the control is scheduled

@@ -133,10 +133,12 @@ class Instrument(_Closed):
 
 
 class Bar(_Closed):
-    metric: ShortText = Field(description="Normalized metric name, e.g. output_tps_total, ttft_ms_p50.")
+    metric: ShortText = Field(
+        min_length=1, description="Normalized metric name, e.g. output_tps_total, ttft_ms_p50."
+    )
     point: Point | Literal["all"] = Field(description="The sweep point the bar applies to, or 'all'.")
     direction: Literal["higher", "lower"]
-    min_effect: float = Field(gt=0, lt=10, description="Smallest relative effect that matters (0.03 = 3%).")
+    min_effect: float = Field(gt=0, lt=1, description="Smallest relative effect that matters (0.03 = 3%).")
     instrument: Slug | None = Field(default=None, description="Default: the first instrument.")
     agreement_threshold: float = Field(
         default=0.02,
