@@ -100,6 +100,7 @@ PROBES = [
     ("recipe_ledger.launch.server", "import docker", "docker"),  # launch, but not its docker owner
     ("recipe_ledger.tracking", "import click", "click"),  # the other probe
     ("recipe_ledger.recipes.catalog", "import yaml", "yaml"),
+    ("recipe_ledger.experiment.spec", "from ruamel.yaml import YAML", "ruamel"),  # the other YAML library
     ("recipe_ledger.releases.pins", "from git import Repo", "git"),
     ("recipe_ledger.ledger.store", "from rich.console import Console", "rich"),
     ("recipe_ledger.brand_new", "import mlflow", "mlflow"),  # a module nobody listed anywhere

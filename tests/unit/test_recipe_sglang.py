@@ -52,7 +52,11 @@ def root(tmp_path):
 
 
 def write(root, body: str) -> RecipeRoot:
-    (root / "models" / "org" / "t.yaml").write_text(BASE + textwrap.dedent(body))
+    body = textwrap.dedent(body)
+    base = BASE
+    if ("\n" + body).count("\nvariants:"):  # a key given twice is refused: the body's variants replace BASE's
+        base = BASE.replace("variants:\n  default:\n    precision: bf16\n    vram_minimum_gb: 1\n", "")
+    (root / "models" / "org" / "t.yaml").write_text(base + body)
     return RecipeRoot(root)
 
 

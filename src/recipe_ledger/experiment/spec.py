@@ -12,6 +12,21 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
+from recipe_ledger.spec.bounds import (
+    MAX_ARMS,
+    MAX_ITEMS,
+    MAX_POINTS,
+    MAX_REPEATS,
+    MAX_SEED,
+    MAX_TIMEOUT_S,
+    ArgList,
+    EnvMap,
+    LongText,
+    PathText,
+    Point,
+    ShortText,
+    Slug,
+)
 from recipe_ledger.spec.versioned import load_versioned
 
 EXPERIMENT_SCHEMA_VERSION = 1
@@ -28,15 +43,15 @@ class _Closed(BaseModel):
 class Overrides(_Closed):
     """Changes on top of an arm's resolved command: extra flags (last wins) and environment."""
 
-    args: list[str] = Field(
+    args: ArgList = Field(
         default_factory=list,
         description='Flags appended to the arm\'s command, e.g. [--cpu-offload-gb, "70"]; a flag '
         "the command already has is replaced (last wins).",
     )
-    env: dict[str, str] = Field(
+    env: EnvMap = Field(
         default_factory=dict, description="Environment variables set on top of the arm's own."
     )
-    remove_args: list[str] = Field(default_factory=list, description="Flags to drop, with their values.")
+    remove_args: ArgList = Field(default_factory=list, description="Flags to drop, with their values.")
 
 
 class RecipeArm(_Closed):
@@ -46,14 +61,16 @@ class RecipeArm(_Closed):
     kind: Literal["recipe"] = Field(
         default="recipe", description="'recipe'; implied when the arm has a recipe: key."
     )
-    recipe: str = Field(description="Recipe name, org/name or path under the recipes root.")
-    hardware: str | None = Field(default=None, description="Taxonomy id; default: the box's.")
-    strategy: str | None = Field(
+    recipe: PathText = Field(description="Recipe name, org/name or path under the recipes root.")
+    hardware: ShortText | None = Field(default=None, description="Taxonomy id; default: the box's.")
+    strategy: ShortText | None = Field(
         default=None, description="Strategy id (recipes/strategies/); default: the recipe's default."
     )
-    variant: str | None = Field(default=None, description="Recipe variant; default: 'default'.")
-    features: list[str] | None = Field(default=None, description="Default: the recipe's default features.")
-    model_path: str | None = Field(
+    variant: ShortText | None = Field(default=None, description="Recipe variant; default: 'default'.")
+    features: list[ShortText] | None = Field(
+        default=None, max_length=MAX_ITEMS, description="Default: the recipe's default features."
+    )
+    model_path: PathText | None = Field(
         default=None, description="Serve this local directory instead of the recipe's model id."
     )
     engine: Engine | None = Field(default=None, description=ENGINE_DESCRIPTION)
@@ -66,8 +83,8 @@ class CommandArm(_Closed):
     kind: Literal["command"] = Field(
         default="command", description="'command'; implied when the arm has an argv: key."
     )
-    argv: list[str] = Field(min_length=1, description="The server command, e.g. [vllm, serve, DIR, ...].")
-    env: dict[str, str] = Field(default_factory=dict, description="Environment of the server process.")
+    argv: ArgList = Field(min_length=1, description="The server command, e.g. [vllm, serve, DIR, ...].")
+    env: EnvMap = Field(default_factory=dict, description="Environment of the server process.")
     engine: Engine | None = Field(default=None, description=ENGINE_DESCRIPTION)
     overrides: Overrides = Field(default_factory=Overrides, description=OVERRIDES_DESCRIPTION)
 
@@ -78,7 +95,7 @@ class ReleaseArm(_Closed):
     kind: Literal["release"] = Field(
         default="release", description="'release'; implied when the arm has a release: key."
     )
-    release: str = Field(description="LANE@VERSION of a published release.")
+    release: ShortText = Field(description="LANE@VERSION of a published release.")
     engine: Engine | None = Field(default=None, description=ENGINE_DESCRIPTION)
     overrides: Overrides = Field(default_factory=Overrides, description=OVERRIDES_DESCRIPTION)
 
@@ -90,7 +107,7 @@ class StudyArm(_Closed):
     kind: Literal["study"] = Field(
         default="study", description="'study'; implied when the arm has a params: key."
     )
-    params: dict[str, str] = Field(
+    params: EnvMap = Field(
         default_factory=dict, description="Values the command instrument's template receives as {<param>}."
     )
 
@@ -126,17 +143,18 @@ class Instrument(_Closed):
     """A benchmark client: the tight default is ``vllm bench serve``; ``command`` runs a script
     that prints JSON metrics (for studies with no server)."""
 
-    name: str = Field(description="The instrument's name; bars and metrics refer to it.")
+    name: Slug = Field(description="The instrument's name; bars and metrics refer to it.")
     kind: Literal["vllm_bench_serve", "sglang_bench_serving", "command"] = Field(
         description="vllm_bench_serve or sglang_bench_serving (a tight serving sweep, one run per point), "
         "or command (a script printing JSON metrics)."
     )
-    options: dict[str, Any] = Field(
+    options: dict[ShortText, Any] = Field(
         default_factory=dict,
+        max_length=MAX_ITEMS,
         description="Options of the benchmark client, as its flags without dashes (dataset_name, "
         "random_input_len, num_prompts, tokenizer...); the point sets the concurrency.",
     )
-    command: list[str] | None = Field(
+    command: ArgList | None = Field(
         default=None,
         description="For kind=command: argv template; {arm}, {point}, {repeat}, {seed}, {out} are filled in.",
     )
@@ -151,11 +169,13 @@ class Instrument(_Closed):
 class Bar(_Closed):
     """A bar the candidate must clear against the control on one metric: the verdict's rule."""
 
-    metric: str = Field(description="Normalized metric name, e.g. output_tps_total, ttft_ms_p50.")
-    point: int | Literal["all"] = Field(description="The sweep point the bar applies to, or 'all'.")
+    metric: ShortText = Field(
+        min_length=1, description="Normalized metric name, e.g. output_tps_total, ttft_ms_p50."
+    )
+    point: Point | Literal["all"] = Field(description="The sweep point the bar applies to, or 'all'.")
     direction: Literal["higher", "lower"] = Field(description="Which way is better for this metric.")
-    min_effect: float = Field(gt=0, lt=10, description="Smallest relative effect that matters (0.03 = 3%).")
-    instrument: str | None = Field(default=None, description="Default: the first instrument.")
+    min_effect: float = Field(gt=0, lt=1, description="Smallest relative effect that matters (0.03 = 3%).")
+    instrument: Slug | None = Field(default=None, description="Default: the first instrument.")
     agreement_threshold: float = Field(
         default=0.02,
         gt=0,
@@ -171,14 +191,17 @@ class Server(_Closed):
     launcher: Literal["process", "docker"] = Field(
         default="process", description="process (a child process here) or docker (a container)."
     )
-    image: str | None = Field(
+    image: ShortText | None = Field(
         default=None, description="Docker image (by digest, ideally) for launcher=docker."
     )
-    host: str = Field(default="127.0.0.1", description="Address the server listens on and is measured at.")
+    host: ShortText = Field(
+        default="127.0.0.1", description="Address the server listens on and is measured at."
+    )
     port: int = Field(default=8000, ge=1, le=65535, description="Port the server listens on.")
     health_timeout_s: float = Field(
         default=600,
         gt=0,
+        le=MAX_TIMEOUT_S,
         description="Seconds a launch may take to answer /health before it counts as failed.",
     )
     needs_server: bool = Field(
@@ -187,11 +210,14 @@ class Server(_Closed):
     warmup_requests: int = Field(
         default=4,
         ge=0,
+        le=10_000,
         description="Requests sent after boot and before measuring: the first requests "
         "of a fresh server are slow (lazy initialisation), and that belongs to no sweep point.",
     )
-    volumes: dict[str, str] = Field(default_factory=dict, description="host path -> container path")
-    gpus: Literal["all", "none"] | int = Field(
+    volumes: dict[PathText, PathText] = Field(
+        default_factory=dict, max_length=MAX_ITEMS, description="host path -> container path"
+    )
+    gpus: Literal["all", "none"] | Annotated[int, Field(ge=0, le=1024)] = Field(
         default="none", description="GPUs given to the container: all, none or a count (launcher=docker)."
     )
 
@@ -199,9 +225,9 @@ class Server(_Closed):
 class Calibration(_Closed):
     """A/A launches of the control (``ledger calibrate``): the instrument's noise, hence the MDE."""
 
-    repeats: int = Field(default=3, ge=2, description="A/A launches of the control.")
+    repeats: int = Field(default=3, ge=2, le=MAX_REPEATS, description="A/A launches of the control.")
     max_age_days: float = Field(
-        default=14, gt=0, description="Older calibrations no longer count: calibrate again."
+        default=14, gt=0, le=3650, description="Older calibrations no longer count: calibrate again."
     )
 
 
@@ -211,14 +237,13 @@ class Experiment(_Closed):
     schema_version: int = Field(
         default=EXPERIMENT_SCHEMA_VERSION, description="The file format's version; a newer one is refused."
     )
-    name: str = Field(
-        pattern=r"^[a-z0-9][a-z0-9._-]*$",
+    name: Slug = Field(
         description="The experiment's id in the ledger: lowercase letters, digits, '.', '_', '-'.",
     )
-    hypothesis: str = Field(
+    hypothesis: LongText = Field(
         description="What the candidates should do better, and why: recorded with the result."
     )
-    box: str = Field(
+    box: Slug = Field(
         description="Box profile id (recipes/boxes/), e.g. dgx-station-gb300; `ledger fit --list-boxes`."
     )
     engine: Literal["vllm", "sglang", "none"] = Field(
@@ -228,20 +253,29 @@ class Experiment(_Closed):
     )
     server: Server = Field(default_factory=Server, description="How servers are launched and reached.")
     control: Arm = Field(description="The arm every candidate is compared with (named 'control').")
-    candidates: dict[str, Arm] = Field(
-        min_length=1, description="The arms under test, by name (any name but 'control')."
+    candidates: dict[Slug, Arm] = Field(
+        min_length=1,
+        max_length=MAX_ARMS,
+        description="The arms under test, by name (any name but 'control').",
     )
     instruments: list[Instrument] = Field(
-        min_length=1, description="The benchmark clients that measure every arm."
+        min_length=1, max_length=MAX_ARMS, description="The benchmark clients that measure every arm."
     )
-    points: list[int] = Field(min_length=1, description="Sweep points, e.g. concurrency 1, 2, 4, 8, 16.")
-    repeats: int = Field(default=2, ge=1, description="Launches per arm, interleaved ABBA.")
-    bars: list[Bar] = Field(min_length=1, description="The bars that decide the verdict.")
+    points: list[Point] = Field(
+        min_length=1, max_length=MAX_POINTS, description="Sweep points, e.g. concurrency 1, 2, 4, 8, 16."
+    )
+    repeats: int = Field(default=2, ge=1, le=MAX_REPEATS, description="Launches per arm, interleaved ABBA.")
+    bars: list[Bar] = Field(
+        min_length=1, max_length=MAX_ITEMS, description="The bars that decide the verdict."
+    )
     calibration: Calibration = Field(
         default_factory=Calibration, description="How the control's noise is measured."
     )
     seed: int = Field(
-        default=0, description="Seed of the instruments' workloads; {seed} in command templates."
+        default=0,
+        ge=0,
+        le=MAX_SEED,
+        description="Seed of the instruments' workloads; {seed} in command templates.",
     )
 
     @model_validator(mode="after")

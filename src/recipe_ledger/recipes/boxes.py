@@ -13,7 +13,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from recipe_ledger.errors import UnknownIdError
+from recipe_ledger.spec.bounds import MAX_ITEMS, PathText, ShortText, Slug, is_slug
 from recipe_ledger.spec.versioned import load_versioned
+from recipe_ledger.spec.yamlfile import shorten
 
 BOX_SCHEMA_VERSION = 1
 
@@ -25,38 +27,46 @@ class _Closed(BaseModel):
 class GpuSpec(_Closed):
     """The box's GPUs: all of one kind."""
 
-    name: str = Field(description="What the GPU is, as people name it.")
-    count: int = Field(ge=0, description="GPUs in the box (0 for a CPU-only box).")
-    hbm_gib: float = Field(ge=0, description="Device memory per GPU as the CUDA runtime reports it, GiB.")
-    hbm_bandwidth_gbps: float | None = Field(default=None, description="Device memory bandwidth, GB/s.")
+    name: ShortText = Field(description="What the GPU is, as people name it.")
+    count: int = Field(ge=0, le=1024, description="GPUs in the box (0 for a CPU-only box).")
+    hbm_gib: float = Field(
+        ge=0, le=1e6, description="Device memory per GPU as the CUDA runtime reports it, GiB."
+    )
+    hbm_bandwidth_gbps: float | None = Field(
+        default=None, ge=0, le=1e9, description="Device memory bandwidth, GB/s."
+    )
 
 
 class HostSpec(_Closed):
     """The host the GPUs sit in: where offloaded weights and tables live."""
 
-    cpu: str = Field(default="", description="What the CPU is, as people name it.")
-    ram_gib: float = Field(gt=0, description="Host RAM, GiB.")
+    cpu: ShortText = Field(default="", description="What the CPU is, as people name it.")
+    ram_gib: float = Field(gt=0, le=1e9, description="Host RAM, GiB.")
 
 
 class LinkSpec(_Closed):
     """The host-to-GPU link that offloaded weights cross every step."""
 
-    kind: str = Field(description="e.g. nvlink-c2c, pcie5.")
-    bandwidth_gbps: float = Field(ge=0, description="Host-to-GPU read bandwidth, GB/s.")
-    cross_gpu_bandwidth_gbps: float | None = Field(default=None, description="GPU-to-GPU bandwidth, GB/s.")
+    kind: ShortText = Field(description="e.g. nvlink-c2c, pcie5.")
+    bandwidth_gbps: float = Field(ge=0, le=1e9, description="Host-to-GPU read bandwidth, GB/s.")
+    cross_gpu_bandwidth_gbps: float | None = Field(
+        default=None, ge=0, le=1e9, description="GPU-to-GPU bandwidth, GB/s."
+    )
 
 
 class Box(_Closed):
     """A box profile (recipes/boxes/<id>.yaml): one machine's GPUs, host and link."""
 
     schema_version: int = Field(default=BOX_SCHEMA_VERSION, description="The file format's version.")
-    id: str = Field(description="The box id experiments and `ledger fit --box` name.")
-    display_name: str = Field(description="The name people see.")
-    hardware: str | None = Field(description="Taxonomy hardware id, or null when none matches.")
+    id: Slug = Field(description="The box id experiments and `ledger fit --box` name.")
+    display_name: ShortText = Field(description="The name people see.")
+    hardware: ShortText | None = Field(description="Taxonomy hardware id, or null when none matches.")
     gpu: GpuSpec = Field(description="The GPUs.")
     host: HostSpec = Field(description="The host.")
     link: LinkSpec = Field(description="The host-to-GPU link.")
-    sources: list[str] = Field(default_factory=list, description="Where the numbers come from.")
+    sources: list[PathText] = Field(
+        default_factory=list, max_length=MAX_ITEMS, description="Where the numbers come from."
+    )
 
     @property
     def hbm_total_gib(self) -> float:
@@ -79,12 +89,14 @@ def load_box(boxes_dir: Path, box_id: str) -> Box:
     """The box with this id (``dgx_station_gb300`` and ``dgx-station-gb300`` both work)."""
     wanted = _normalize(box_id)
     path = boxes_dir / f"{wanted}.yaml"
-    if path.is_file():
+    if is_slug(wanted) and path.is_file():  # a slug: never a path out of boxes_dir, never too long
         return load_box_file(path)
     for box in list_boxes(boxes_dir):
         if _normalize(box.id) == wanted or (box.hardware and _normalize(box.hardware) == wanted):
             return box
     known = ", ".join(box.id for box in list_boxes(boxes_dir)) or "none"
     raise UnknownIdError(
-        f"unknown box {box_id!r}; known boxes: {known}", where=str(boxes_dir), hint="ledger fit --list-boxes"
+        f"unknown box {shorten(box_id)!r}; known boxes: {known}",
+        where=str(boxes_dir),
+        hint="ledger fit --list-boxes",
     )

@@ -16,7 +16,7 @@ from recipe_ledger.errors import SpecError, UnknownIdError
 from recipe_ledger.recipes.corpus import Corpus, load_corpus
 from recipe_ledger.recipes.models import Recipe, Strategy, Taxonomy
 from recipe_ledger.spec.validate import validate_doc
-from recipe_ledger.spec.yamlfile import YamlDoc
+from recipe_ledger.spec.yamlfile import YamlDoc, is_regular_file, shorten
 
 
 @dataclass(frozen=True)
@@ -69,10 +69,10 @@ class RecipeRoot:
     def find(self, name: str) -> Path:
         """The recipe file for a path, an ``org/name`` or a slug (its file name, lower-cased)."""
         as_path = Path(name)
-        if as_path.suffix in (".yaml", ".yml") and as_path.is_file():
+        if as_path.suffix in (".yaml", ".yml") and is_regular_file(as_path):
             return as_path
         for candidate in (self.root / name, self.root / "models" / f"{name}.yaml"):
-            if candidate.is_file():
+            if is_regular_file(candidate):
                 return candidate
         # Upstream names files after the model and slugs are the lower-cased name, so the
         # file stem finds a slug without reading every recipe.
@@ -80,9 +80,10 @@ class RecipeRoot:
         if by_slug:
             return by_slug
         names = [self.ref_of(p)[len("models/") : -len(".yaml")] for p in self.recipe_paths]
+        close = suggest(name, names) if len(name) <= 256 else ""
         raise UnknownIdError(
-            f"no recipe {name!r} under {self.root}{suggest(name, names)}",
-            where=name,
+            f"no recipe {shorten(name)!r} under {self.root}{close}",
+            where=shorten(name),
             hint=f"ledger recipe list --recipes {self.root}",
         )
 

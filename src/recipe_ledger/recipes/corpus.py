@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from recipe_ledger.errors import InputError, SpecError
+from recipe_ledger.errors import InputError
 from recipe_ledger.recipes import resolve
 from recipe_ledger.recipes.preprocess import preprocess_plain, preprocess_recipe
 from recipe_ledger.spec.yamlfile import YamlDoc, load_yaml
@@ -71,8 +71,7 @@ class Corpus:
         key = str(PurePosixPath(rel_path))
         if key not in self._docs:
             path = self.root / key
-            if not path.is_file():
-                raise SpecError("no such file", where=str(path))
+            # load_yaml refuses a missing file, a FIFO, a device or an oversized file on one line.
             self._docs[key] = load_yaml(path, display_path=str(path))
         return self._docs[key]
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from recipe_ledger.spec.bounds import MAX_ITEMS, LongText, PathText, Point, ShortText, Slug
 from recipe_ledger.spec.versioned import load_versioned
 
 RELEASE_SPEC_SCHEMA_VERSION = 1
-LANE_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 
 
 class _Closed(BaseModel):
@@ -25,12 +25,12 @@ class _Closed(BaseModel):
 class ModelSpec(_Closed):
     """The model a release serves, pinned by its snapshot commit or content hash."""
 
-    name: str | None = Field(default=None, description="What the model is, e.g. org/name.")
-    path: str = Field(
+    name: ShortText | None = Field(default=None, description="What the model is, e.g. org/name.")
+    path: PathText = Field(
         description="The local model directory (repository-relative or absolute) whose "
         "content hash, or Hugging Face snapshot commit, is pinned."
     )
-    container_path: str | None = Field(
+    container_path: PathText | None = Field(
         default=None, description="Where the server sees it (baked in or mounted)."
     )
 
@@ -39,13 +39,13 @@ class NumberSpec(_Closed):
     """One number to publish: a metric of one arm at one point, from one ledger result."""
 
     name: str = Field(
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$", description="The number's name, e.g. output_tps_c4."
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$", description="The number's name, e.g. output_tps_c4."
     )
-    metric: str = Field(description="Normalized metric, e.g. output_tps_total.")
-    point: int = Field(description="The sweep point (concurrency).")
-    arm: str = Field(description="The experiment arm that is this release's configuration.")
-    result: str | None = Field(default=None, description="Result entry id (or a unique prefix).")
-    experiment: str | None = Field(
+    metric: ShortText = Field(description="Normalized metric, e.g. output_tps_total.")
+    point: Point = Field(description="The sweep point (concurrency).")
+    arm: Slug = Field(description="The experiment arm that is this release's configuration.")
+    result: ShortText | None = Field(default=None, description="Result entry id (or a unique prefix).")
+    experiment: Slug | None = Field(
         default=None, description="Or: the newest active result of this experiment."
     )
     tolerance: float | None = Field(
@@ -55,7 +55,7 @@ class NumberSpec(_Closed):
         description="Relative band a reproduction must "
         "stay inside; default: the experiment's bar on this metric and point.",
     )
-    unit: str | None = Field(default=None, description="The unit people read, e.g. tok/s.")
+    unit: ShortText | None = Field(default=None, description="The unit people read, e.g. tok/s.")
 
     @model_validator(mode="after")
     def _one_source(self) -> NumberSpec:
@@ -70,24 +70,29 @@ class ReleaseSpec(_Closed):
     schema_version: int = Field(
         default=RELEASE_SPEC_SCHEMA_VERSION, description="The file format's version; a newer one is refused."
     )
-    lane: str = Field(pattern=LANE_PATTERN, description="The lane's id, e.g. sixty-k-agent.")
-    lane_title: str | None = Field(
+    lane: Slug = Field(description="The lane's id, e.g. sixty-k-agent.")
+    lane_title: ShortText | None = Field(
         default=None, description="The lane's name people see, e.g. Sixty-K Agent."
     )
-    version: str = Field(min_length=1, description="This release's version within the lane, e.g. v14.")
-    changes: list[str] = Field(default_factory=list, description="What changed since the superseded version.")
-    supersedes: str | None = Field(default=None, description="An earlier version of this lane (e.g. v1).")
-    image: str | None = Field(
+    version: Slug = Field(description="This release's version within the lane, e.g. v14.")
+    changes: list[LongText] = Field(
+        default_factory=list, max_length=MAX_ITEMS, description="What changed since the superseded version."
+    )
+    supersedes: Slug | None = Field(default=None, description="An earlier version of this lane (e.g. v1).")
+    image: ShortText | None = Field(
         default=None,
         description="The image: repo@sha256:... pins; a tag is resolved "
         "to its repository digest through the docker daemon when published.",
     )
     model: ModelSpec | None = Field(default=None, description="The model served, pinned when published.")
-    scripts: list[str] = Field(
+    scripts: list[PathText] = Field(
         default_factory=list,
+        max_length=MAX_ITEMS,
         description="Scripts whose git blob hashes are pinned (besides those the results already pinned).",
     )
-    numbers: list[NumberSpec] = Field(default_factory=list, description="The numbers the release publishes.")
+    numbers: list[NumberSpec] = Field(
+        default_factory=list, max_length=MAX_ITEMS, description="The numbers the release publishes."
+    )
 
 
 def load_release_spec(path: Path | str) -> ReleaseSpec:

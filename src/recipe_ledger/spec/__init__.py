@@ -1,7 +1,8 @@
 """Spec files: YAML loading with the reference builder's YAML semantics, and line numbers.
 
 Modules:
-  yamlfile   PyYAML with js-yaml 4 (YAML 1.2 core) resolvers and a line for every key (the only
-             module importing ``yaml``)
+  yamlfile   the one YAML reader (the only module importing ``yaml``): js-yaml 4 (YAML 1.2 core)
+             resolvers, a line for every key, and limits on hostile input (size, alias expansion,
+             depth, recursion, duplicate keys, scalars that cannot convert, files that are not files)
   validate   loaded YAML against a pydantic model; errors name the file, line and field
 """

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails  # the TypedDict of ValidationError.errors() items
 
 from recipe_ledger.errors import SpecError
+from recipe_ledger.spec.bounds import SLUG_PATTERN, SLUG_RULE
 from recipe_ledger.spec.yamlfile import PathKey, YamlDoc, format_path
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -38,25 +39,45 @@ _EXPECTED = {
 
 
 def data_path(data: Any, loc: tuple[Any, ...]) -> PathKey:
-    """The longest prefix of ``loc`` that names keys/indexes present in ``data``."""
-    path: list[str | int] = []
-    node = data
-    for part in loc:
-        if (
-            isinstance(node, dict)
-            and part in node
-            or isinstance(node, list)
-            and isinstance(part, int)
-            and 0 <= part < len(node)
-        ):
-            node = node[part]
-        elif isinstance(node, dict) and len(path) == len(loc) - 1:
-            path.append(part)  # a missing key: name it, even though it is not in the file
-            break
-        else:
-            continue
-        path.append(part)
-    return tuple(path)
+    """The longest path of keys/indexes present in ``data`` that ``loc`` names in order.
+
+    pydantic puts names that are not keys into ``loc``: a union member's tag (``recipe`` for a
+    recipe arm), a validator's name. Such a part may still match a key by accident (an arm's tag
+    ``recipe`` is also its ``recipe:`` field), so each part is either followed or skipped and the
+    deepest real node wins: ``control.overrides.env.X``, not ``control.recipe``. A key missing
+    from the file is named when it is the last part.
+    """
+    return tuple(_deepest(data, tuple(loc), 0, {}))
+
+
+def _deepest(node: Any, loc: tuple[Any, ...], at: int, memo: dict) -> list[str | int]:
+    # Memoized on (node, position): without it, following-or-skipping is 2**len(loc) walks.
+    key = (id(node), at)
+    if key not in memo:
+        memo[key] = _deepest_uncached(node, loc, at, memo)
+    return memo[key]
+
+
+def _deepest_uncached(node: Any, loc: tuple[Any, ...], at: int, memo: dict) -> list[str | int]:
+    if at == len(loc):
+        return []
+    part = loc[at]
+    # Skipping comes first so that it wins a tie: the path that matched the later parts of
+    # ``loc`` (the field itself, not a tag that happens to share a key's name) is the one meant.
+    options: list[list[str | int]] = [_deepest(node, loc, at + 1, memo)]
+    if isinstance(node, dict) and _hashable(part) and part in node or _is_index(node, part):
+        options.append([part, *_deepest(node[part], loc, at + 1, memo)])
+    elif isinstance(node, dict) and at == len(loc) - 1 and part != "[key]":
+        options.append([part])  # a missing key: name it, even though it is not in the file
+    return max(options, key=len)
+
+
+def _hashable(part: Any) -> bool:
+    return isinstance(part, (str, int))
+
+
+def _is_index(node: Any, part: Any) -> bool:
+    return isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
 
 
 def _shown(value: Any) -> str:
@@ -74,9 +95,12 @@ def describe_error(error: ErrorDetails) -> str:
         return "required field is missing"
     if kind == "extra_forbidden":
         return "unknown field"
+    if kind == "string_pattern_mismatch" and (error.get("ctx") or {}).get("pattern") == SLUG_PATTERN:
+        return f"expected a name of {SLUG_RULE} characters, got {_shown(error.get('input'))}"
     expected = _EXPECTED.get(kind)
     if expected is None:
-        return error["msg"]
+        # pydantic's own sentence ("Input should be less than or equal to 100"), and the value.
+        return f"{error['msg']}, got {_shown(error.get('input'))}"
     return f"{expected}, got {_shown(error.get('input'))}"
 
 

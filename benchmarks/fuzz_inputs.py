@@ -1,0 +1,413 @@
+"""Fuzz the spec readers: mutated recipes and experiments through the CLI, each in a child process
+with CPU, memory and wall-clock limits; prints how many ended ok, with a clean error, with a
+traceback, or ran away.
+
+    .venv/bin/python benchmarks/fuzz_inputs.py [--recipes 3000] [--experiments 1000] [--seed 1]
+
+A case is one seed file (a real recipe under recipes/ or ../shared/compat/vllm-recipes/, a real
+experiment under experiments/) with one to three mutations (duplicate keys, alias bombs,
+recursive anchors, huge integers, impossible dates, unknown tags, deleted or doubled lines,
+swapped types, unicode, square-bracket text, long strings, bogus numbers, truncation, deep
+nesting, bytes that are not UTF-8). Each recipe runs ``recipe show``, ``recipe command`` and
+``recipe lint``; each experiment runs ``run --plan``.
+
+Children are forked from this process after the package is imported, so a case costs its own
+work, not the interpreter's start-up; each sets RLIMIT_AS (memory) and RLIMIT_CPU before it
+runs. Outcomes: ok (exit 0), clean (exit 2 or 3, one line on stderr, no traceback), traceback
+(anything else that exited), runaway (killed by a limit or the wall-clock deadline).
+
+The mutator (``mutate``) and the child runner (``run_limited``) are also what
+tests/unit/test_fuzz_inputs.py uses for its few hundred cases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import random
+import resource
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_RECIPES = REPO.parent / "shared" / "compat" / "vllm-recipes"
+
+# -- the mutator ---------------------------------------------------------------------------------
+
+BILLION_LAUGHS = 'l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n' + "".join(
+    f"l{n}: &l{n} [" + ", ".join([f"*l{n - 1}"] * 9) + "]\n" for n in range(1, 10)
+)
+ODD_SCALARS = [
+    "9" * 5000,
+    "-" + "7" * 4400,
+    "2024-02-30",
+    "2024-13-01",
+    "2024-02-29T25:61:61Z",
+    "0x_",
+    "0b",
+    "1_",
+    "!!int abc",
+    "!!float x",
+    "!!bool maybe",
+    "!!timestamp soon",
+    "!!binary '%%%'",
+    "!!set [a]",
+    "!!omap x",
+    "!!str [a]",
+    "!nope x",
+    "!!python/object:os.system x",
+    ".nan",
+    "-.inf",
+    "1e999",
+    "-1",
+    "0",
+    "99999999999999999999",
+    "100000000",
+    "0x7fffffff",
+    "-0.0",
+    "1e-400",
+]
+ODD_VALUES = [
+    "[1]",
+    "{a: 1}",
+    "null",
+    "true",
+    "'text'",
+    "1.5",
+    "[]",
+    "{}",
+    '"[/THINK] [link=https://evil.example]click[/link] [bold red]x"',
+    "'[/]'",
+    '"\\u202e\\u200b\\U0001F600 ünï\\x00"',
+    '"\\x1b[31mred\\x1b[0m"',
+    '"../../../../X"',
+    '"/abs"',
+    "*undefined_alias",
+    "&anchor_only",
+    "&r [*r]",
+    "[" * 80 + "]" * 80,
+    "{",
+    "'unterminated",
+    "|\n  block\n   text",
+]
+
+
+def _long_string(rng: random.Random) -> str:
+    return '"' + rng.choice("xy[]/é") * rng.choice([300, 5_000, 100_000]) + '"'
+
+
+def _value_lines(lines: list[str]) -> list[int]:
+    return [i for i, line in enumerate(lines) if ":" in line and not line.lstrip().startswith("#")]
+
+
+def _replace_value(lines: list[str], rng: random.Random, value: str) -> None:
+    candidates = _value_lines(lines)
+    if not candidates:
+        lines.append(f"extra: {value}")
+        return
+    i = rng.choice(candidates)
+    key = lines[i].split(":", 1)[0]
+    lines[i] = f"{key}: {value}"
+
+
+def _duplicate_key(lines: list[str], rng: random.Random) -> None:
+    candidates = [i for i in _value_lines(lines) if not lines[i].lstrip().startswith("-")]
+    if candidates:
+        i = rng.choice(candidates)
+        key = lines[i].split(":", 1)[0]
+        lines.insert(i + 1, f"{key}: {rng.choice(['50', 'x', '[1]', '{}'])}")
+
+
+def _delete_line(lines: list[str], rng: random.Random) -> None:
+    if lines:
+        del lines[rng.randrange(len(lines))]
+
+
+def _double_line(lines: list[str], rng: random.Random) -> None:
+    if lines:
+        i = rng.randrange(len(lines))
+        lines.insert(i, lines[i])
+
+
+def _reindent(lines: list[str], rng: random.Random) -> None:
+    if lines:
+        i = rng.randrange(len(lines))
+        lines[i] = " " * rng.choice([0, 1, 3, 7, 40]) + lines[i].lstrip()
+
+
+def _truncate(lines: list[str], rng: random.Random) -> None:
+    text = "\n".join(lines)
+    cut = rng.randrange(len(text) + 1)
+    lines[:] = text[:cut].split("\n")
+
+
+def _insert_unicode(lines: list[str], rng: random.Random) -> None:
+    if lines:
+        i = rng.randrange(len(lines))
+        at = rng.randrange(len(lines[i]) + 1)
+        junk = rng.choice(["\u202e", "\u200b", "\U0001f600", "\ufeff", "\x07", "\t", "\x85", "\u2028", "é"])
+        lines[i] = lines[i][:at] + junk + lines[i][at:]
+
+
+MUTATIONS: dict[str, Callable[[list[str], random.Random], None]] = {
+    "duplicate key": _duplicate_key,
+    "alias bomb": lambda lines, rng: lines.insert(0, BILLION_LAUGHS.rstrip("\n")),
+    "recursive anchor": lambda lines, rng: _replace_value(lines, rng, "&rec [*rec]"),
+    "odd scalar": lambda lines, rng: _replace_value(lines, rng, rng.choice(ODD_SCALARS)),
+    "swapped type": lambda lines, rng: _replace_value(lines, rng, rng.choice(ODD_VALUES)),
+    "long string": lambda lines, rng: _replace_value(lines, rng, _long_string(rng)),
+    "deleted line": _delete_line,
+    "doubled line": _double_line,
+    "reindented line": _reindent,
+    "truncated": _truncate,
+    "unicode": _insert_unicode,
+}
+
+
+def mutate(text: str, rng: random.Random) -> tuple[str, list[str]]:
+    """``text`` with one to three random mutations, and their names."""
+    lines = text.split("\n")
+    names = [rng.choice(list(MUTATIONS)) for _ in range(rng.choice([1, 1, 2, 3]))]
+    for name in names:
+        MUTATIONS[name](lines, rng)
+    return "\n".join(lines), names
+
+
+def mutated_bytes(text: str, rng: random.Random) -> tuple[bytes, list[str]]:
+    """Like ``mutate``; one case in 40 also gets bytes that are not UTF-8."""
+    out, names = mutate(text, rng)
+    data = out.encode("utf-8", errors="surrogatepass")
+    if rng.random() < 1 / 40:
+        at = rng.randrange(len(data) + 1)
+        data = data[:at] + b"\xff\xfe\xc3" + data[at:]
+        names.append("not utf-8")
+    return data, names
+
+
+# -- running one case in a limited child ---------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    kind: str  # ok | clean | traceback | runaway
+    code: int | None
+    output: str
+
+
+def _vm_bytes() -> int:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _child(args: list[str], out_fd: int, cwd: Path, cpu_s: int, extra_mem: int) -> None:
+    """Runs in the forked child: limits, then the CLI in-process; never returns."""
+    code = 1
+    try:
+        os.dup2(out_fd, 1)
+        os.dup2(out_fd, 2)
+        # New streams on the redirected descriptors: a parent such as pytest may have replaced
+        # sys.stdout and sys.stderr with objects that do not write to fds 1 and 2.
+        sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
+        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
+        os.chdir(cwd)
+        resource.setrlimit(resource.RLIMIT_AS, (_vm_bytes() + extra_mem,) * 2)
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
+        from recipe_ledger.cli import main
+
+        try:
+            main.main(args, prog_name="ledger", standalone_mode=True)
+            code = 0
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    except MemoryError:
+        os.write(2, b"MemoryError\n")
+        code = 137
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def preload() -> None:
+    """Import every command module once, here: each forked child then inherits them, and a case
+    costs 0.01-0.1 s of CPU instead of 0.2-0.4 s of imports."""
+    from recipe_ledger import cli
+
+    for command in cli.COMMANDS.values():
+        cli.load_command(command.target)
+
+
+def run_limited(
+    args: list[str], cwd: Path = REPO, cpu_s: int = 20, extra_mem: int = 1 << 30, wall_s: float = 90
+) -> Outcome:
+    """``ledger ARGS`` in a forked child with CPU, memory and wall-clock limits."""
+    with tempfile.TemporaryFile() as out:
+        pid = os.fork()
+        if pid == 0:
+            _child(args, out.fileno(), cwd, cpu_s, extra_mem)
+        status = _wait(pid, wall_s)
+        out.seek(0)
+        text = out.read().decode("utf-8", errors="replace")
+    return classify(status, text)
+
+
+def _wait(pid: int, wall_s: float) -> int | None:
+    """The child's wait status, or None when it outlived ``wall_s`` (then it is killed)."""
+    deadline = time.monotonic() + wall_s
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.005)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return None
+
+
+def classify(status: int | None, output: str) -> Outcome:
+    if status is None or os.WIFSIGNALED(status):
+        return Outcome("runaway", None, output)
+    code = os.WEXITSTATUS(status)
+    if code == 137 or "MemoryError" in output or "RecursionError" in output:
+        return Outcome("runaway", code, output)
+    if "Traceback" in output:
+        return Outcome("traceback", code, output)
+    if code == 0:
+        return Outcome("ok", code, output)
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    if code in (2, 3) and len(errors) == 1:
+        return Outcome("clean", code, output)
+    return Outcome("traceback", code, output)  # an unexplained exit: count it against us
+
+
+# -- the corpus ----------------------------------------------------------------------------------
+
+
+def make_root(scratch: Path, with_shared: bool) -> Path:
+    """A scratch project: this repository's recipes/ and experiments/ (and the upstream models)."""
+    root = scratch / "project"
+    shutil.copytree(REPO / "recipes", root / "recipes")
+    shutil.copytree(REPO / "experiments", root / "experiments")
+    if with_shared and SHARED_RECIPES.is_dir():
+        shutil.copytree(SHARED_RECIPES / "models", root / "recipes" / "models", dirs_exist_ok=True)
+    (root / "ledger").mkdir()
+    return root
+
+
+def recipe_seeds(root: Path) -> list[Path]:
+    return sorted((root / "recipes" / "models").rglob("*.yaml"))
+
+
+def experiment_seeds(root: Path) -> list[Path]:
+    return sorted((root / "experiments").rglob("*.yaml"))
+
+
+def recipe_commands(root: Path, ref: str, hardware: str) -> list[list[str]]:
+    recipes = str(root / "recipes")
+    path = str(root / "recipes" / ref)
+    return [
+        ["recipe", "show", path, "--recipes", recipes],
+        ["recipe", "command", path, "--hardware", hardware, "--recipes", recipes],
+        ["recipe", "lint", path, "--recipes", recipes],
+    ]
+
+
+def hardware_of(text: str) -> str:
+    """A hardware id the unmutated recipe names, so ``recipe command`` gets past the taxonomy."""
+    for hardware in ("cpu_x86", "h200", "b200", "h100", "mi300x", "gb300", "b300"):
+        if f"{hardware}:" in text or f"- {hardware}" in text:
+            return hardware
+    return "h200"
+
+
+# -- the benchmark -------------------------------------------------------------------------------
+
+
+def _fuzz(
+    seeds: list[Path],
+    count: int,
+    rng: random.Random,
+    commands: Callable[[Path, str], list[list[str]]],
+    cwd: Path,
+) -> tuple[collections.Counter[str], list[tuple[str, list[str], Outcome]]]:
+    tally: collections.Counter[str] = collections.Counter()
+    bad: list[tuple[str, list[str], Outcome]] = []
+    for n in range(count):
+        seed = seeds[n % len(seeds)]
+        original = seed.read_text(encoding="utf-8")
+        data, names = mutated_bytes(original, rng)
+        seed.write_bytes(data)
+        try:
+            for args in commands(seed, original):
+                outcome = run_limited(args, cwd=cwd)
+                tally[outcome.kind] += 1
+                if outcome.kind in ("traceback", "runaway"):
+                    bad.append((str(seed), names, outcome))
+        finally:
+            seed.write_text(original, encoding="utf-8")
+    return tally, bad
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--recipes", type=int, default=3000, help="mutated recipes (x3 commands)")
+    parser.add_argument("--experiments", type=int, default=1000, help="mutated experiments (run --plan)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--no-shared", action="store_true", help="only this repository's recipes as seeds")
+    parser.add_argument("--show", type=int, default=5, help="print the first N bad cases")
+    options = parser.parse_args()
+    preload()
+    rng = random.Random(options.seed)
+    with tempfile.TemporaryDirectory(prefix="ledger-fuzz-") as scratch:
+        root = make_root(Path(scratch), with_shared=not options.no_shared)
+        os.chdir(root)
+        results = {}
+        started = time.perf_counter()
+        results["recipes"] = _fuzz(
+            recipe_seeds(root),
+            options.recipes,
+            rng,
+            lambda seed, text: recipe_commands(
+                root, str(seed.relative_to(root / "recipes")), hardware_of(text)
+            ),
+            root,
+        )
+        results["experiments"] = _fuzz(
+            experiment_seeds(root),
+            options.experiments,
+            rng,
+            lambda seed, text: [["run", "--plan", str(seed), "--root", str(root)]],
+            root,
+        )
+        elapsed = time.perf_counter() - started
+    for what, (tally, bad) in results.items():
+        runs = sum(tally.values())
+        # Text in square brackets read as rich markup is issue 14's "Markup" part, not a reader's:
+        # counted among the tracebacks, and named apart so that each part's figure is visible.
+        markup = sum(1 for _, _, outcome in bad if "rich.errors.MarkupError" in outcome.output)
+        print(
+            f"{what}: {runs} runs: ok {tally['ok']}, clean errors {tally['clean']}, "
+            f"tracebacks {tally['traceback']} ({markup} of them rich markup errors), "
+            f"runaways {tally['runaway']}"
+        )
+        for seed, names, outcome in bad[: options.show]:
+            tail = " | ".join(outcome.output.strip().splitlines()[-3:])[:400]
+            print(f"  {outcome.kind} (exit {outcome.code}) {Path(seed).name} {names}: {tail}")
+    print(f"seed {options.seed}, {elapsed:.0f} s")
+    return 0 if all(not bad for _, bad in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
