@@ -41,6 +41,7 @@ def test_retract_then_log_json_and_status_filter(run):
     assert [r["status"] for r in rows] == ["retracted", "active", "active"]
     assert rows[0]["id"] == target and rows[0]["payload"]["text"] == "a win on the replay"
     assert set(rows[0]) == {
+        "box",
         "id",
         "v",
         "seq",

@@ -28,6 +28,9 @@ EntryId = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 ContentHash = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
 Scalar = str | int | float | bool
 Relation = Literal["see", "retracts", "evidence", "supersedes", "reproduces"]
+# The relations that change another entry's folded status, and the one kind allowed to use each:
+# a note carrying `retracts` would otherwise retract through the back door.
+STATUS_RELATIONS = {"retracts": "retraction", "reproduces": "reproduction", "supersedes": "release"}
 
 
 class Strict(BaseModel):
@@ -273,6 +276,23 @@ class NotePayload(Payload):
     tags: list[str] = []
 
 
+class WitnessedHead(Strict):
+    seq: int = Field(ge=0)
+    id: EntryId
+
+
+class WitnessPayload(Payload):
+    """Other writers' chain heads as this writer saw them (cross-signing, ``ledger witness``).
+
+    Once recorded here (and signed with this writer's own head), a witnessed chain cannot be cut
+    back or rewritten below that head without ``ledger verify`` naming the witness that saw it.
+    """
+
+    kind: ClassVar[str] = "witness"
+    schema_version: Literal[1] = 1
+    heads: dict[str, WitnessedHead] = Field(min_length=1)
+
+
 MODELS: dict[str, type[Payload]] = {
     m.kind: m
     for m in (
@@ -283,6 +303,7 @@ MODELS: dict[str, type[Payload]] = {
         RetractionPayload,
         ReproductionPayload,
         NotePayload,
+        WitnessPayload,
     )
 }
 KINDS = tuple(MODELS)
@@ -315,6 +336,7 @@ class Envelope(Strict):
     refs: list[Ref]
     git: GitState | None
     payload: dict[str, Any]
+    box: str | None = None  # the writer's box fingerprint (fingerprint.py); absent on older entries
 
 
 # A function turning a payload dict of one version into the next one.
@@ -449,6 +471,8 @@ def implied_refs(payload: Payload) -> list[tuple[str, str]]:
         return ([("supersedes", payload.supersedes)] if payload.supersedes else []) + [
             ("evidence", e) for e in evidence
         ]
+    if isinstance(payload, WitnessPayload):
+        return [("see", head.id) for head in payload.heads.values()]
     if isinstance(payload, ResultPayload) and payload.experiment and payload.experiment.calibration:
         return [("evidence", payload.experiment.calibration)]
     return []

@@ -66,7 +66,7 @@ def query(ledger: Ledger, *, kind: str | None = None, status: str | None = None)
         raise InputError(
             f"unknown status {status!r}", where="--status", hint=f"one of: {', '.join(STATUSES)}"
         )
-    entries = ledger.entries()
+    entries = ledger.envelopes()  # envelopes only: a payload is read when a row is shown
     statuses = fold_statuses(entries)
     return [
         (entry, statuses[entry["id"]])
@@ -92,7 +92,7 @@ def summarize(entry: dict[str, Any], width: int = 90) -> str:
 def detail(ledger: Ledger, id_or_prefix: str) -> dict[str, Any]:
     """An entry, its folded status and everything that refers to it (for `ledger show`)."""
     entry = ledger.get(id_or_prefix)
-    entries = ledger.entries()
+    entries = ledger.envelopes()
     statuses = fold_statuses(entries)
     return {
         "entry": entry,
