@@ -168,7 +168,9 @@ def _load_private(path: Path) -> Any:
 def public_text(private: Any) -> str:
     from cryptography.hazmat.primitives import serialization
 
-    raw = private.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    raw = private.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
     return raw.decode("ascii")
 
 
