@@ -134,7 +134,7 @@ def _trust_file(report: Report, ledger: Ledger, read: Any) -> Any:
     try:
         return read(ledger.dir)
     except InputError as error:  # a malformed line: trust nobody it would have named
-        _finding(report, f"ledger/{error.where}", None, error.args[0])
+        _finding(report, f"ledger/{error.where}", None, error.message)
         return {}
 
 

@@ -222,7 +222,7 @@ def _check_payload(entry: dict, number: int, state: ChainState) -> None:
     try:
         load_payload(kind, entry["payload"], where="payload")
     except (InputError, StateError) as error:
-        state.add(number, f"invalid {kind} payload: {error.args[0] if error.args else error}")
+        state.add(number, f"invalid {kind} payload: {error.message}")
         return
     for ref in entry["refs"]:
         owner = STATUS_RELATIONS.get(ref["rel"])
