@@ -81,8 +81,9 @@ def build_synthetic(root: Path, size: int, seed: int = 7) -> None:
 
 
 def _synthetic_entry(rng: random.Random, n: int, ids: list[str]):
-    if ids and rng.random() < 0.02:
-        target = rng.choice(ids)
+    own = ids[n % len(WRITERS) :: len(WRITERS)]  # a writer retracts its own entries (or a maintainer's)
+    if own and rng.random() < 0.02:
+        target = rng.choice(own)
         return (
             "retraction",
             {"schema_version": 1, "target": target, "reason": "not reproducible", "evidence": []},

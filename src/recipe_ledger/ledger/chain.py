@@ -101,15 +101,14 @@ def parse_line(text: str | bytes) -> object:
     return value
 
 
-def split_lines(data: bytes) -> tuple[list[bytes], list[str], bytes]:
-    """(complete lines as bytes, the same lines as text, torn bytes after the last newline)."""
-    raw = data.split(b"\n")
-    torn = raw.pop()
-    # One decode of the whole file: lines are ASCII by construction; a hand-edited non-ASCII byte
-    # decodes to U+FFFD here and fails its hash check on the bytes.
-    text = data[: len(data) - len(torn)].decode("utf-8", "replace").split("\n")
-    text.pop()
-    return raw, text, torn
+def split_lines(data: bytes) -> tuple[list[bytes], bytes]:
+    """(complete lines without their newlines, torn bytes after the last newline).
+
+    Lines stay bytes: the hash is over bytes and orjson parses bytes, so nothing is decoded twice.
+    """
+    lines = data.split(b"\n")
+    torn = lines.pop()
+    return lines, torn
 
 
 class _Pause:

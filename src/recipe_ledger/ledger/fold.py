@@ -29,14 +29,14 @@ _RANK = {status: rank for rank, status in enumerate(STATUSES)}
 
 def fold_statuses(entries: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """``{id: status}`` for every entry; ``entries`` oldest first."""
-    retracted = {
-        ref["id"] for entry in entries for ref in entry.get("refs", ()) if ref.get("rel") == "retracts"
-    }
-    status = {entry["id"]: "active" for entry in entries}
-    for entry in entries:
+    # Most entries refer to nothing; only those that do are looked at twice (100k entries: ~2%).
+    referring = [entry for entry in entries if entry.get("refs")]
+    retracted = {ref["id"] for entry in referring for ref in entry["refs"] if ref.get("rel") == "retracts"}
+    status = dict.fromkeys([entry["id"] for entry in entries], "active")
+    for entry in referring:
         if entry["id"] in retracted:
             continue  # a retracted entry's claims (supersedes, reproduces) count for nothing
-        for ref in entry.get("refs", ()):
+        for ref in entry["refs"]:
             _apply(status, ref, entry)
     for entry_id in retracted:
         if entry_id in status:

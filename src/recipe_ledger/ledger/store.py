@@ -20,19 +20,15 @@ import re
 import socket
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from recipe_ledger.errors import InputError, StateError, UnknownIdError
 from recipe_ledger.ledger import chain, gitinfo, signing
 from recipe_ledger.ledger.fingerprint import box_fingerprint
-from recipe_ledger.ledger.models import (
-    FORMAT_VERSION,
-    KINDS,
-    Payload,
-    implied_refs,
-    load_payload,
-    validate_payload,
-)
+from recipe_ledger.ledger.kinds import FORMAT_VERSION, KINDS
+
+if TYPE_CHECKING:  # the models are imported where payloads are read or written, not to list entries
+    from recipe_ledger.ledger.models import Payload
 from recipe_ledger.redact import redact_obj
 
 LEDGER_DIR = gitinfo.LEDGER_DIR
@@ -168,6 +164,8 @@ class Ledger:
         return sound
 
     def _payload_ok(self, entry: dict[str, Any]) -> bool:
+        from recipe_ledger.ledger.models import load_payload
+
         try:
             load_payload(entry["kind"], entry["payload"], where=entry["id"][:12])
         except (InputError, StateError) as error:
@@ -177,7 +175,7 @@ class Ledger:
 
     def read_chain(self, path: Path) -> list[dict[str, Any]]:
         """The complete lines of one chain as dicts; a torn tail is left for `verify` to report."""
-        lines, _, _torn = chain.split_lines(path.read_bytes())
+        lines, _torn = chain.split_lines(path.read_bytes())
         try:
             parsed = [chain.parse_line(line) for line in lines]
         except ValueError:
@@ -275,6 +273,8 @@ class Ledger:
     def _body_fields(
         self, kind: str, payload: Payload | dict[str, Any], writer: str, refs: Sequence[RefSpec], git: Any
     ) -> dict[str, Any]:
+        from recipe_ledger.ledger.models import implied_refs
+
         model = _clean_payload(kind, payload)
         return {
             "v": FORMAT_VERSION,
@@ -331,21 +331,38 @@ class Rejected(NamedTuple):
 
 
 _ENVELOPE_TYPES = (("id", str), ("seq", int), ("ts", str), ("writer", str), ("kind", str), ("payload", dict))
+_KNOWN_KINDS = frozenset(KINDS)
 
 
 def envelope_problem(entry: dict[str, Any]) -> str | None:
     """Why an entry's envelope cannot be read safely (a cheap check, no payload model), or None."""
-    for name, kind in _ENVELOPE_TYPES:
-        if not isinstance(entry.get(name), kind):
-            return f"envelope field {name!r} is missing or not a {kind.__name__}"
-    if entry["kind"] not in KINDS:
-        return f"unknown entry kind {entry['kind']!r}"
-    refs = entry.get("refs")
-    if not isinstance(refs, list) or not all(
-        isinstance(r, dict) and isinstance(r.get("id"), str) and isinstance(r.get("rel"), str) for r in refs
+    get = entry.get
+    # The fast path for a sound entry (every line of a healthy ledger): one expression, no loop.
+    if (
+        type(get("id")) is str
+        and type(get("seq")) is int
+        and type(get("ts")) is str
+        and type(get("writer")) is str
+        and type(get("payload")) is dict
+        and get("kind") in _KNOWN_KINDS
+        and type(refs := get("refs")) is list
+        and (not refs or all(_is_ref(ref) for ref in refs))
     ):
-        return "refs is not a list of {rel, id}"
-    return None
+        return None
+    return _envelope_reason(entry)
+
+
+def _is_ref(ref: Any) -> bool:
+    return type(ref) is dict and type(ref.get("id")) is str and type(ref.get("rel")) is str
+
+
+def _envelope_reason(entry: dict[str, Any]) -> str:
+    for name, kind in _ENVELOPE_TYPES:
+        if type(entry.get(name)) is not kind:
+            return f"envelope field {name!r} is missing or not a {kind.__name__}"
+    if entry["kind"] not in _KNOWN_KINDS:
+        return f"unknown entry kind {entry['kind']!r}"
+    return "refs is not a list of {rel, id}"
 
 
 def _order(entry: dict[str, Any]) -> tuple[str, str, int]:
@@ -353,6 +370,8 @@ def _order(entry: dict[str, Any]) -> tuple[str, str, int]:
 
 
 def _clean_payload(kind: str, payload: Payload | dict[str, Any]) -> Payload:
+    from recipe_ledger.ledger.models import Payload, validate_payload
+
     data = payload.model_dump(mode="json", exclude_none=True) if isinstance(payload, Payload) else payload
     # Redact before validation: a secret must never reach the bytes that get hashed and committed.
     return validate_payload(kind, redact_obj(data), where=f"{kind} payload")

@@ -34,7 +34,8 @@ from typing import Any
 
 from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.ledger import chain, gitinfo, semantics
-from recipe_ledger.ledger.models import FORMAT_VERSION, STATUS_RELATIONS, current_version, load_payload
+from recipe_ledger.ledger.kinds import FORMAT_VERSION, STATUS_RELATIONS
+from recipe_ledger.ledger.models import current_version, load_payload
 from recipe_ledger.ledger.store import Ledger, envelope_problem
 
 MAX_FINDINGS_PER_FILE = 20  # after a splice every later line is "wrong"; the first few say it all
@@ -127,7 +128,7 @@ def _format_ts(moment: datetime) -> str:
 
 
 def _verify_chain(data: bytes, state: ChainState, seen: Seen, latest: str) -> int:
-    lines, _, torn = chain.split_lines(data)
+    lines, torn = chain.split_lines(data)
     for number, line in enumerate(lines, 1):
         entry = _check_line(line, number, state, latest)
         if entry is not None:

@@ -6,7 +6,7 @@ from typing import Any
 
 from recipe_ledger.errors import InputError
 from recipe_ledger.ledger.fold import STATUSES, fold_statuses, referrers
-from recipe_ledger.ledger.models import KINDS
+from recipe_ledger.ledger.kinds import KINDS
 from recipe_ledger.ledger.store import Ledger
 
 # The payload field that best says what an entry is about, per kind (first non-empty wins).
