@@ -137,6 +137,19 @@ def no_gc() -> Iterator[_Pause]:
             gc.enable()
 
 
+def read_locked(path: Path, also: Callable[[], Any]) -> tuple[bytes, Any]:
+    """A chain's bytes and ``also()`` read under a shared lock: no append is half-way meanwhile
+    (verify reads a chain with its signed head this way, so the two always match)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, size, 0) if size else b""
+        return data, also()
+    finally:
+        os.close(fd)
+
+
 def utc_now() -> str:
     """The timestamp format of every entry: UTC, microseconds, a trailing Z."""
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")

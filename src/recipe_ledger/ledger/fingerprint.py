@@ -16,6 +16,7 @@ the key cannot forge.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import socket
@@ -28,7 +29,11 @@ _SALT = b"recipe-ledger box v1\0"
 
 def box_fingerprint() -> str:
     """``machine-id:<16 hex>``, ``host:<16 hex>`` or ``stated:<value>`` (from $RECIPE_LEDGER_BOX_ID)."""
-    stated = os.environ.get(BOX_ENV, "").strip()
+    return _fingerprint(os.environ.get(BOX_ENV, "").strip())
+
+
+@functools.lru_cache(maxsize=4)
+def _fingerprint(stated: str) -> str:
     if stated:
         return f"stated:{stated}"
     machine_id = _machine_id()

@@ -77,7 +77,8 @@ def _heads(ledger: Ledger, seen: Seen, report: Report) -> None:
         state = seen.chains.get(writer)
         ids = state.ids if state is not None else []
         rel = state.rel if state is not None else f"ledger/{writer}.jsonl"
-        problem = _head_problem(ledger, writer, ids, signers.get(writer, set()))
+        record = state.head if state is not None else signing.read_head(ledger.dir, writer)
+        problem = _head_problem(record, writer, ids, signers.get(writer, set()))
         if problem == "unsigned":
             unsigned.append(writer)
         elif problem:
@@ -91,8 +92,7 @@ def _heads(ledger: Ledger, seen: Seen, report: Report) -> None:
         )
 
 
-def _head_problem(ledger: Ledger, writer: str, ids: list[str], allowed: set[str]) -> str | None:
-    record = signing.read_head(ledger.dir, writer)
+def _head_problem(record: dict | None, writer: str, ids: list[str], allowed: set[str]) -> str | None:
     if not allowed:
         if record is None:
             return "unsigned"

@@ -21,9 +21,11 @@ Rules (enforced at append and checked by ``ledger verify``):
   without the key, a truncation, a rewrite);
 - a writer not listed is *unsigned*: its appends are not signed and verify reports the chain as
   unsigned, not failed (every legacy chain, and every box that never ran ``ledger key init``);
-- the head file is replaced atomically (temp file, fsync, rename) under the chain's lock, after the
-  line itself is durable. A crash between the two leaves the head one entry behind; verify then
-  reports it and ``ledger key init`` on the writer's own box signs the current head again.
+- the head file is rewritten under the chain's lock once the line itself is durable (fsynced), and
+  ``verify`` reads a chain and its head under that lock, so a verify during appends sees a
+  matching pair. The head file is not fsynced (an append costs one fsync, as before): a crash or
+  power loss can leave it stale or empty; verify then says so and ``ledger key init`` on the
+  writer's own box signs the current head again. The entries are never at risk.
 
 What a signature cannot show on its own: a chain cut back to an older head *together with* that
 head's old signature file (both restored from git). Witnesses (``ledger witness``: other writers
@@ -35,6 +37,7 @@ record this chain's head in theirs) and ``ledger verify --history`` catch that.
 from __future__ import annotations
 
 import base64
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +52,7 @@ MAINTAINERS_FILE = "maintainers"
 HEADS_DIR = "heads"
 KEY_TYPE = "ssh-ed25519"
 _CONTEXT = b"recipe-ledger chain head v1\0"
+HEAD_BYTES = 512  # a head record is ~360 bytes (writer names are at most 63 characters)
 
 
 def key_dir() -> Path:
@@ -174,6 +178,11 @@ def public_text(private: Any) -> str:
     return raw.decode("ascii")
 
 
+@functools.lru_cache(maxsize=8)
+def _cached_private(path: Path, _mtime_ns: int) -> Any:
+    return _load_private(path)  # parsing an OpenSSH key file costs more than signing with it
+
+
 def signing_key(ledger_dir: Path, writer: str) -> Any | None:
     """The key to sign ``writer``'s appends with; None for an unsigned writer (not listed).
 
@@ -190,7 +199,7 @@ def signing_key(ledger_dir: Path, writer: str) -> Any | None:
             where=str(path),
             hint="set RECIPE_LEDGER_WRITER to this box's own name (then `ledger key init`)",
         )
-    key = _load_private(path)
+    key = _cached_private(path, path.stat().st_mtime_ns)
     if public_text(key) not in listed:
         raise StateError(
             f"the key in {path} is not one of {writer!r}'s keys in ledger/{SIGNERS_FILE}",
@@ -216,23 +225,27 @@ def write_head(ledger_dir: Path, writer: str, head: dict[str, Any], key: Any) ->
     }
     path = head_path(ledger_dir, writer)
     path.parent.mkdir(exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    # Rewritten in place, without fsync: the caller holds the chain's lock, and readers (verify)
+    # take it too, so nobody sees a half-written head. What a crash can leave (an empty or stale
+    # head) is re-made by `ledger key init`; the entries themselves were fsynced before this.
+    # Always HEAD_BYTES long (padded with spaces) and written over the old one at offset 0: no
+    # truncation, which on ext4 would flush the file at close and cost an append a millisecond.
+    data = chain.canonical(record)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
     try:
-        os.write(fd, chain.canonical(record) + b"\n")
-        os.fsync(fd)
+        os.pwrite(fd, data.ljust(HEAD_BYTES - 1) + b"\n", 0)
     finally:
         os.close(fd)
-    os.replace(temp, path)
 
 
 def read_head(ledger_dir: Path, writer: str) -> dict[str, Any] | None:
+    """The writer's signed head record; None without a head file, {} for an unreadable one."""
     path = head_path(ledger_dir, writer)
     try:
-        record = chain.parse_line(path.read_text(encoding="ascii").strip())
+        record = chain.parse_line(path.read_bytes().strip())
     except FileNotFoundError:
         return None
-    except (ValueError, UnicodeDecodeError):
+    except ValueError:
         return {}
     return record if isinstance(record, dict) else {}
 

@@ -265,10 +265,10 @@ class Ledger:
 
         def sign(line: bytes) -> None:
             if key is not None:
-                signing.write_head(self.dir, writer, json.loads(line), key)
+                signing.write_head(self.dir, writer, chain.parse_line(line), key)
 
         line = chain.append_line(self.chain_path(writer), make_line, durable=durable, after_write=sign)
-        return self._remember(json.loads(line))
+        return self._remember(chain.parse_line(line))
 
     def _body_fields(
         self, kind: str, payload: Payload | dict[str, Any], writer: str, refs: Sequence[RefSpec], git: Any

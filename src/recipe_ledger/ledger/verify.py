@@ -27,13 +27,14 @@ check that every commit only appended (catches a chain cut back together with it
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from recipe_ledger.errors import InputError, StateError
-from recipe_ledger.ledger import chain, gitinfo, semantics
+from recipe_ledger.ledger import chain, gitinfo, semantics, signing
 from recipe_ledger.ledger.kinds import FORMAT_VERSION, STATUS_RELATIONS
 from recipe_ledger.ledger.models import current_version, load_payload
 from recipe_ledger.ledger.store import Ledger, envelope_problem
@@ -83,6 +84,7 @@ class ChainState:
     box: str | None = None
     newer: int = 0  # payloads of a newer schema version than this tool reads: not checked
     ids: list[str] = field(default_factory=list)  # by seq, for signed heads and witnesses
+    head: dict | None = None  # the signed head record read with the chain (signing.read_head)
     findings: list[Finding] = field(default_factory=list)
 
     def add(self, line: int | None, message: str, torn: bool = False) -> None:
@@ -108,8 +110,11 @@ def verify(ledger: Ledger, *, now: datetime | None = None) -> Report:
     latest = _format_ts((now or datetime.now(UTC)) + FUTURE_SLACK)
     for path in ledger.chain_files():
         state = ChainState(ledger.rel(path), path.stem)
+        data, state.head = chain.read_locked(
+            path, functools.partial(signing.read_head, ledger.dir, path.stem)
+        )
         with chain.no_gc():
-            report.entries += _verify_chain(path.read_bytes(), state, seen, latest)
+            report.entries += _verify_chain(data, state, seen, latest)
         seen.chains[state.writer] = state
         report.chains += 1
         report.findings.extend(state.findings)
