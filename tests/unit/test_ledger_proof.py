@@ -270,3 +270,33 @@ def test_history_lets_a_signed_head_advance_but_never_go_back():
     )
     assert history_problem("ledger/maintainers", b"box-a\n", b"") is None
     assert history_problem("ledger/box.jsonl", b"x\ny\n", b"x\n") == "removed everything from line 2 on"
+
+
+# -- log filters read only the lines that can matter ------------------------------------------
+
+
+def test_log_filters_match_the_full_fold_for_every_kind_and_status(tmp_path):
+    from recipe_ledger.ledger.fold import STATUSES, fold_statuses
+    from recipe_ledger.ledger.kinds import KINDS
+
+    ledger = _ledger(tmp_path, n=4)
+    notes = _entries(ledger)
+    actions.retract(ledger, notes[0]["id"], reason="wrong", writer="box", git=None)
+    reproduction = {"schema_version": 1, "target": notes[1]["id"], "outcome": "not-reproduced"}
+    _append_raw(
+        ledger, "box", "reproduction", reproduction, refs=[{"rel": "reproduces", "id": notes[1]["id"]}]
+    )
+    ledger.append(
+        "note", {"text": 'tricky ,"refs":[] "kind":"retraction","payload":'}, writer="box", git=None
+    )
+    everything = ledger.envelopes()
+    statuses = fold_statuses(everything)
+    for kind in (None, *KINDS):
+        for status in (None, *STATUSES):
+            expected = [
+                (e["id"], statuses[e["id"]])
+                for e in everything
+                if kind in (None, e["kind"]) and status in (None, statuses[e["id"]])
+            ]
+            got = [(e["id"], s) for e, s in views.query(Ledger.open(ledger.root), kind=kind, status=status)]
+            assert got == expected, (kind, status)
