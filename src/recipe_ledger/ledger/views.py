@@ -123,7 +123,12 @@ def _parsed(lines: Iterable[bytes]) -> list[dict]:
 def summarize(entry: dict[str, Any], width: int = 90) -> str:
     """One line saying what an entry is, from its payload (plain dict access, no models)."""
     payload = entry.get("payload", {})
-    if entry.get("kind") == "release":
+    if entry.get("kind") == "witness":
+        heads = payload.get("heads") if isinstance(payload.get("heads"), dict) else {}
+        text = "witnessed " + ", ".join(
+            f"{name}@{(head or {}).get('seq')}" for name, head in sorted(heads.items())
+        )
+    elif entry.get("kind") == "release":
         text = f"{payload.get('lane', '?')} {payload.get('version', '?')}: " + "; ".join(
             payload.get("changes", [])
         )
