@@ -58,9 +58,24 @@ def bench_append(workdir: Path, count: int) -> None:
             label = f"append {'signed' if signed else 'unsigned'}, {'fsync' if durable else 'no fsync'}"
             p99 = timings[int(len(timings) * 0.99) - 1]
             print(f"{label:<28} ({count}): median {_ms(statistics.median(timings))}, p99 {_ms(p99)}")
+    floor = sorted(_bare_fsync(workdir / "bare.jsonl") for _ in range(count))
+    label = "floor: bare write + fsync"
+    print(f"{label:<28} ({count}): median {_ms(statistics.median(floor))} (the disk's share)")
     git_times = sorted(_timed(lambda: gitinfo.snapshot(REPO)) for _ in range(20))
     median = _ms(statistics.median(git_times))
     print(f"  + git snapshot (`git status`), once per command, not per append: {median}")
+
+
+def _bare_fsync(path: Path) -> float:
+    """One O_APPEND write of an entry-sized line and its fsync: what any durable append pays."""
+    start = time.perf_counter()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"x" * 400 + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return time.perf_counter() - start
 
 
 def _append_timings(ledger: Ledger, count: int, snapshot, signed: bool, durable: bool) -> list[float]:
