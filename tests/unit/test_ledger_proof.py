@@ -300,3 +300,23 @@ def test_log_filters_match_the_full_fold_for_every_kind_and_status(tmp_path):
             ]
             got = [(e["id"], s) for e, s in views.query(Ledger.open(ledger.root), kind=kind, status=status)]
             assert got == expected, (kind, status)
+
+
+def test_the_box_fingerprint_is_salted_stable_and_overridable(monkeypatch):
+    from recipe_ledger.ledger import fingerprint
+
+    monkeypatch.delenv("RECIPE_LEDGER_BOX_ID")
+    own = fingerprint.box_fingerprint()
+    kind, _, digest = own.partition(":")
+    assert kind in ("machine-id", "host") and len(digest) == 16 and own == fingerprint.box_fingerprint()
+    machine_id = next((p.read_text().strip() for p in fingerprint.MACHINE_ID_FILES if p.is_file()), "")
+    assert not machine_id or machine_id not in own  # the raw id never reaches a committed line
+    monkeypatch.setenv("RECIPE_LEDGER_BOX_ID", "rack-3")
+    assert fingerprint.box_fingerprint() == "stated:rack-3"
+
+
+def test_a_line_orjson_refuses_is_still_read_as_json_reads_it():
+    huge = 2**70  # beyond orjson's 64-bit integers; valid JSON all the same
+    assert chain.parse_line(b'{"n":%d}' % huge) == {"n": huge}
+    with pytest.raises(ValueError):
+        chain.parse_line(b'{"n":1} trailing')

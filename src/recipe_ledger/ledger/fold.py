@@ -53,6 +53,8 @@ def changed_statuses(entries: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 def _apply(status: dict[str, str], ref: Mapping[str, str], source: Mapping[str, Any]) -> None:
     target, rel = ref.get("id"), ref.get("rel")
+    if target is None:
+        return
     current = status.get(target, "active")
     if rel == "supersedes":
         status[target] = _stronger(current, "superseded")

@@ -258,11 +258,14 @@ def signature_problem(record: dict[str, Any], writer: str, allowed: set[str]) ->
     if key not in allowed:
         return f"head is signed by a key that is not {writer!r}'s in ledger/{SIGNERS_FILE}"
     from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
     from cryptography.hazmat.primitives.serialization import load_ssh_public_key
 
     try:
         public = load_ssh_public_key(str(key).encode("ascii"))
-        public.verify(base64.b64decode(str(sig), validate=True), head_message(writer, seq, entry_id))  # type: ignore[union-attr]
+        if not isinstance(public, Ed25519PublicKey):
+            return "head is signed with a key that is not Ed25519"
+        public.verify(base64.b64decode(str(sig), validate=True), head_message(writer, seq, entry_id))
     except (InvalidSignature, ValueError, TypeError):
         return "head signature does not verify (the head was changed, or signed without the key)"
     return None

@@ -265,10 +265,10 @@ class Ledger:
 
         def sign(line: bytes) -> None:
             if key is not None:
-                signing.write_head(self.dir, writer, chain.parse_line(line), key)
+                signing.write_head(self.dir, writer, json.loads(line), key)
 
         line = chain.append_line(self.chain_path(writer), make_line, durable=durable, after_write=sign)
-        return self._remember(chain.parse_line(line))
+        return self._remember(json.loads(line))
 
     def _body_fields(
         self, kind: str, payload: Payload | dict[str, Any], writer: str, refs: Sequence[RefSpec], git: Any
@@ -387,7 +387,7 @@ def _check_size(line: bytes, kind: str) -> None:
         )
 
 
-def _parses(line: str) -> bool:
+def _parses(line: bytes) -> bool:
     try:
         chain.parse_line(line)
         return True
