@@ -24,6 +24,7 @@ from recipe_ledger.ledger.verify import verify
 def _this_box(monkeypatch, tmp_path):
     monkeypatch.setenv(signing.KEY_DIR_ENV, str(tmp_path / "keys"))
     monkeypatch.setenv("RECIPE_LEDGER_BOX_ID", "box-one")
+    monkeypatch.setenv("RECIPE_LEDGER_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def _ledger(tmp_path, writer="box", n=3):
@@ -320,3 +321,22 @@ def test_a_line_orjson_refuses_is_still_read_as_json_reads_it():
     assert chain.parse_line(b'{"n":%d}' % huge) == {"n": huge}
     with pytest.raises(ValueError):
         chain.parse_line(b'{"n":1} trailing')
+
+
+def test_a_second_verify_validates_no_payload_it_validated_before(tmp_path, monkeypatch):
+    from recipe_ledger.ledger import verify as verify_module
+
+    ledger = _ledger(tmp_path)
+    assert verify(ledger).ok  # validates the three payloads, remembers their ids
+
+    def no_models():
+        raise AssertionError("the payload models were needed")
+
+    monkeypatch.setattr(verify_module, "_models", no_models)
+    assert verify(ledger).ok
+    # a remembered id on a line whose bytes changed is still caught (the bytes are hashed)
+    path = ledger.dir / "box.jsonl"
+    path.write_bytes(path.read_bytes().replace(b"note 1", b"note X"))
+    assert _messages(ledger) == [
+        "ledger/box.jsonl:2: content does not match its id (a byte of this line was changed)"
+    ]

@@ -8,6 +8,7 @@ Modules, each owning one thing:
   fold       an entry's status folded from later entries (retracted, superseded, reproduced)
   verify     whole-ledger checks (bytes, order, meaning), repair, and the git-history check
   semantics  verify's cross-chain checks: refs, retraction authority, witnesses, signed heads
+  validcache  ids of payloads validated before (verify validates each line once)
   signing    Ed25519 keys, ledger/allowed_signers and ledger/maintainers, signed chain heads
   fingerprint  the box a writer's chain is bound to
   gitinfo    every git question (GitPython; the only module importing ``git``)

@@ -34,9 +34,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from recipe_ledger.errors import InputError, StateError
-from recipe_ledger.ledger import chain, gitinfo, semantics, signing
+from recipe_ledger.ledger import chain, gitinfo, semantics, signing, validcache
 from recipe_ledger.ledger.kinds import FORMAT_VERSION, STATUS_RELATIONS
-from recipe_ledger.ledger.models import current_version, load_payload
 from recipe_ledger.ledger.store import Ledger, envelope_problem
 
 MAX_FINDINGS_PER_FILE = 20  # after a splice every later line is "wrong"; the first few say it all
@@ -83,6 +82,8 @@ class ChainState:
     ts: str = ""
     box: str | None = None
     newer: int = 0  # payloads of a newer schema version than this tool reads: not checked
+    known: set[str] = field(default_factory=set)  # ids whose payload validated before (validcache.py)
+    validated: list[str] = field(default_factory=list)  # ids whose payload validated now
     ids: list[str] = field(default_factory=list)  # by seq, for signed heads and witnesses
     head: dict | None = None  # the signed head record read with the chain (signing.read_head)
     findings: list[Finding] = field(default_factory=list)
@@ -103,13 +104,18 @@ class Seen:
     chains: dict[str, ChainState] = field(default_factory=dict)  # writer -> its state
 
 
-def verify(ledger: Ledger, *, now: datetime | None = None) -> Report:
-    """Check every chain under ``ledger/``, every entry's meaning and every signed head."""
+def verify(ledger: Ledger, *, now: datetime | None = None, cache: bool = True) -> Report:
+    """Check every chain under ``ledger/``, every entry's meaning and every signed head.
+
+    ``cache``: skip the payload validation of lines validated before under the same models (their
+    bytes are still hashed and every other check still runs), and remember the ones validated now.
+    """
     ledger.check_format()
     report, seen = Report(), Seen()
+    known = validcache.known_valid() if cache else set()
     latest = _format_ts((now or datetime.now(UTC)) + FUTURE_SLACK)
     for path in ledger.chain_files():
-        state = ChainState(ledger.rel(path), path.stem)
+        state = ChainState(ledger.rel(path), path.stem, known=known)
         data, state.head = chain.read_locked(
             path, functools.partial(signing.read_head, ledger.dir, path.stem)
         )
@@ -119,6 +125,8 @@ def verify(ledger: Ledger, *, now: datetime | None = None) -> Report:
         report.chains += 1
         report.findings.extend(state.findings)
     semantics.check(ledger, seen, report)
+    if cache:
+        validcache.remember_valid(i for state in seen.chains.values() for i in state.validated)
     newer = sum(state.newer for state in seen.chains.values())
     if newer:
         report.notices.append(
@@ -160,9 +168,9 @@ def _check_line(line: bytes, number: int, state: ChainState, latest: str) -> dic
     if entry.get("v") != FORMAT_VERSION:
         _newer_format(entry, number, state)
         return None
-    problem = chain.line_hash_problem(line)
-    if problem:
-        state.add(number, problem)
+    hash_problem = chain.line_hash_problem(line)
+    if hash_problem:
+        state.add(number, hash_problem)
     problem = envelope_problem(entry)
     if problem:
         state.add(number, problem)
@@ -174,7 +182,7 @@ def _check_line(line: bytes, number: int, state: ChainState, latest: str) -> dic
     _check_link(entry, number, state)
     _check_ts(entry["ts"], number, state, latest)
     _check_box(entry.get("box"), number, state)
-    _check_payload(entry, number, state)
+    _check_payload(entry, number, state, cacheable=hash_problem is None)
     return entry
 
 
@@ -219,16 +227,9 @@ def _check_box(box: Any, number: int, state: ChainState) -> None:
         )
 
 
-def _check_payload(entry: dict, number: int, state: ChainState) -> None:
+def _check_payload(entry: dict, number: int, state: ChainState, *, cacheable: bool) -> None:
     kind = entry["kind"]
-    version = entry["payload"].get("schema_version")
-    if isinstance(version, int) and version > current_version(kind):
-        state.newer += 1  # written by a newer tool: every reader leaves it out; said, not failed
-        return
-    try:
-        load_payload(kind, entry["payload"], where="payload")
-    except (InputError, StateError) as error:
-        state.add(number, f"invalid {kind} payload: {error.message}")
+    if entry["id"] not in state.known and not _payload_valid(entry, number, state, cacheable):
         return
     for ref in entry["refs"]:
         owner = STATUS_RELATIONS.get(ref["rel"])
@@ -237,6 +238,31 @@ def _check_payload(entry: dict, number: int, state: ChainState) -> None:
     target = entry["payload"].get("target")
     if kind in ("retraction", "reproduction") and not _names(entry["refs"], kind, target):
         state.add(number, f"{kind} payload target {str(target)[:12]} is not in its refs")
+
+
+def _payload_valid(entry: dict, number: int, state: ChainState, cacheable: bool) -> bool:
+    models = _models()
+    kind = entry["kind"]
+    version = entry["payload"].get("schema_version")
+    if isinstance(version, int) and version > models.current_version(kind):
+        state.newer += 1  # written by a newer tool: every reader leaves it out; said, not failed
+        return False
+    try:
+        models.load_payload(kind, entry["payload"], where="payload")
+    except (InputError, StateError) as error:
+        state.add(number, f"invalid {kind} payload: {error.message}")
+        return False
+    if cacheable:  # a line whose bytes do not match its id is never remembered as valid
+        state.validated.append(entry["id"])
+    return True
+
+
+@functools.cache
+def _models() -> Any:
+    """The payload models, imported on the first payload to validate (none, when all are cached)."""
+    from recipe_ledger.ledger import models
+
+    return models
 
 
 def _names(refs: list[dict], kind: str, target: Any) -> bool:
