@@ -40,6 +40,7 @@ def write_chains(
                 "ts": timestamp(n),
                 "payload": payload,
                 "git": {"commit": "f" * 40, "dirty": False, "scripts": {"scripts/knee.sh": "e" * 40}},
+                "box": f"stated:{writer}",  # every entry names its box (fingerprint.py)
             }
             entry_id, line = chain.encode_line(body)
             files[writer].write(line)

@@ -85,7 +85,7 @@ def _append_and_commit(repo, writer, texts):
 def test_history_passes_when_commits_only_append(project):
     _append_and_commit(project, "box-a", ["one", "two"])
     _append_and_commit(project, "box-a", ["three"])
-    assert verify_history(Ledger.open(_root(project))) == []
+    assert verify_history(Ledger.open(_root(project))).findings == []
     result = CliRunner().invoke(main, ["verify", "--history", "--root", str(_root(project))])
     assert result.exit_code == 0 and "and its git history" in result.output
 
@@ -99,7 +99,7 @@ def test_history_fails_on_a_commit_that_changed_a_line_even_after_it_is_reverted
     bad = project.head.commit.hexsha
     path.write_bytes(original)
     _commit_all(project, "put it back")
-    findings = [str(f) for f in verify_history(Ledger.open(_root(project)))]
+    findings = [str(f) for f in verify_history(Ledger.open(_root(project))).findings]
     assert verify(Ledger.open(_root(project))).ok  # the chain on disk is whole again...
     assert any(
         f.startswith(f"ledger/box-a.jsonl: commit {bad[:12]}") and "changed line 2" in f for f in findings
@@ -111,13 +111,13 @@ def test_history_fails_on_removed_lines_and_files_and_on_the_working_tree(projec
     _append_and_commit(project, "box-b", ["b"])
     path = _root(project) / "ledger" / "box-a.jsonl"
     path.write_bytes(path.read_bytes().split(b"\n", 1)[0] + b"\n")
-    findings = [str(f) for f in verify_history(Ledger.open(_root(project)))]
+    findings = [str(f) for f in verify_history(Ledger.open(_root(project))).findings]
     head = project.head.commit.hexsha[:12]
     assert findings == [f"ledger/box-a.jsonl: working tree (parent {head}) removed everything from line 2 on"]
     _commit_all(project, "drop the last line")
     (_root(project) / "ledger" / "box-b.jsonl").unlink()
     _commit_all(project, "drop a chain")
-    findings = [str(f) for f in verify_history(Ledger.open(_root(project)))]
+    findings = [str(f) for f in verify_history(Ledger.open(_root(project))).findings]
     assert any("box-a.jsonl: commit" in f and "removed everything from line 2 on" in f for f in findings)
     assert any("box-b.jsonl: commit" in f and "removed the file" in f for f in findings)
     result = CliRunner().invoke(main, ["verify", "--history", "--root", str(_root(project))])
@@ -136,8 +136,9 @@ def test_two_clones_on_two_boxes_merge_without_conflicts_and_verify(project, tmp
     _append_and_commit(clones["box-a"], "box-a", ["a1", "a2"])
     _append_and_commit(clones["box-b"], "box-b", ["b1", "b2", "b3"])
     first_b = Ledger.open(_root(clones["box-b"])).entries()[-3]["id"]
-    # box-b refers to its own entry; box-a retracts something it saw before the clones
+    # box-b refers to its own entry and, as a listed maintainer, retracts box-a's from before the clones
     ledger_b = Ledger.open(_root(clones["box-b"]))
+    (ledger_b.dir / "maintainers").write_text("box-b\n")
     actions.retract(
         ledger_b, ledger_b.entries()[0]["id"], reason="superseded by b1", evidence=[first_b], writer="box-b"
     )
@@ -149,7 +150,7 @@ def test_two_clones_on_two_boxes_merge_without_conflicts_and_verify(project, tmp
     ledger = Ledger.open(_root(merged))
     report = verify(ledger)
     assert report.ok and report.entries == 1 + 2 + 3 + 1 and report.chains == 2
-    assert verify_history(ledger) == []
+    assert verify_history(ledger).findings == []
     merged.remotes.origin.push("main")
     clones["box-a"].remotes.origin.pull("main", no_rebase=True)  # fast-forward on the other box
     assert verify(Ledger.open(_root(clones["box-a"]))).ok
@@ -165,3 +166,40 @@ def test_blob_hash_matches_git(tmp_path):
         ["git", "hash-object", str(tmp_path / "f")], capture_output=True, text=True, check=True
     )
     assert gitinfo.blob_hash(data) == out.stdout.strip()
+
+
+def test_history_on_a_shallow_clone_says_what_it_could_not_check_then_fetches_it(project, tmp_path):
+    _append_and_commit(project, "box-a", ["a1"])
+    _append_and_commit(project, "box-a", ["a2"])
+    shallow = tmp_path / "shallow"
+    subprocess.run(
+        ["git", "clone", "--quiet", "--depth", "1", f"file://{_root(project)}", str(shallow)], check=True
+    )
+    history = verify_history(Ledger.open(shallow))
+    assert history.findings == [] and "(shallow clone)" in history.unchecked
+    result = CliRunner().invoke(main, ["verify", "--history", "--root", str(shallow)])
+    assert result.exit_code == 3 and "could not check history before commit" in result.output
+    assert "ledger verify --history --fetch" in result.output
+    fetched = CliRunner().invoke(main, ["verify", "--history", "--fetch", "--root", str(shallow)])
+    assert fetched.exit_code == 0, fetched.output
+    assert "and its git history" in fetched.output
+    assert verify_history(Ledger.open(shallow)).unchecked is None
+
+
+def test_a_chain_cut_back_with_its_old_signed_head_passes_plain_verify_but_not_history(
+    project, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("RECIPE_LEDGER_KEY_DIR", str(tmp_path / "keys"))
+    root = _root(project)
+    _append_and_commit(project, "box-a", ["a1"])
+    actions.key_init(Ledger.open(root), writer="box-a")
+    _commit_all(project, "box-a signs")
+    old = project.head.commit.hexsha
+    _append_and_commit(project, "box-a", ["a2", "a3"])
+    # the forger restores both files as they were: a consistent, validly signed, shorter chain
+    project.git.checkout(old, "--", "ledger/box-a.jsonl", "ledger/heads/box-a.json")
+    _commit_all(project, "quietly drop a2 and a3")
+    assert verify(Ledger.open(root)).ok
+    findings = [str(f) for f in verify_history(Ledger.open(root)).findings]
+    assert any("box-a.jsonl" in f and "removed everything from line 2 on" in f for f in findings)
+    assert any("moved a signed head back from seq 2 to 0" in f for f in findings)

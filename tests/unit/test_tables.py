@@ -42,6 +42,7 @@ def test_a_retracted_entry_feeds_no_table(project: Path) -> None:
     target = "bd60452cc40c"
     before = tables.load_verified(project)
     assert any(row[-1].startswith(target) for row in tables.verdict_rows(before))
+    (project / "ledger" / "maintainers").write_text("box-t\n")  # box-t retracts h200-lent's entry
     actions.retract(ledger, target, reason="a test retraction", writer="box-t")
     after = tables.load_verified(project)
     assert not any(row[-1].startswith(target) for row in tables.verdict_rows(after))

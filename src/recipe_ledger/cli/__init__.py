@@ -49,6 +49,10 @@ COMMANDS: dict[str, LazyCommand] = {
     "init": LazyCommand(
         "recipe_ledger.cli.init:init", "Create ledger/ (format marker, .gitattributes); safe to run again."
     ),
+    "key": LazyCommand(
+        "recipe_ledger.cli.key:key_group",
+        "This box's signing key: chain heads signed with it, its public half in ledger/allowed_signers.",
+    ),
     "log": LazyCommand("recipe_ledger.cli.log:log", "List entries, oldest first, with their folded status."),
     "mlflow": LazyCommand(
         "recipe_ledger.cli.mlflow:mlflow_group",
@@ -99,7 +103,11 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "verify": LazyCommand(
         "recipe_ledger.cli.verify:verify",
-        "Check every chain: hashes, links, order, refs, torn tails. Exit 1 naming file:line if not whole.",
+        "Check every chain: hashes, links, order, payloads, refs, signatures. Exit 1 naming file:line.",
+    ),
+    "witness": LazyCommand(
+        "recipe_ledger.cli.witness:witness",
+        "Record other writers' chain heads (all by default) in this writer's chain; print the entry id.",
     ),
 }
 

@@ -2,16 +2,35 @@
 
 Modules, each owning one thing:
   chain      the byte layout of a line, atomic appends under flock, torn-tail repair
+  kinds      the kind names and format version as constants (no pydantic)
   models     entry kinds and their versioned, strict payload models (+ upgrade path)
   store      the ledger/ folder: one chain per writer, append with redaction and git stamp, lookup
   fold       an entry's status folded from later entries (retracted, superseded, reproduced)
-  verify     whole-ledger checks, repair, and the git-history append-only check
+  verify     whole-ledger checks (bytes, order, meaning), repair, and the git-history check
+  semantics  verify's cross-chain checks: refs, retraction authority, witnesses, signed heads
+  validcache  ids of payloads validated before (verify validates each line once)
+  signing    Ed25519 keys, ledger/allowed_signers and ledger/maintainers, signed chain heads
+  fingerprint  the box a writer's chain is bound to
   gitinfo    every git question (GitPython; the only module importing ``git``)
   actions    note / retract
   views      log filtering and summaries
   seed_import  the 000 seed's campaign as data, imported idempotently
 """
 
-from recipe_ledger.ledger.store import Ledger, default_writer
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from recipe_ledger.ledger.store import Ledger, default_writer
 
 __all__ = ["Ledger", "default_writer"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy (PEP 562): `from recipe_ledger.ledger import chain` must not load the store and models.
+    if name in __all__:
+        from recipe_ledger.ledger import store
+
+        return getattr(store, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

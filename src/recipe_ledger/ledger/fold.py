@@ -29,30 +29,38 @@ _RANK = {status: rank for rank, status in enumerate(STATUSES)}
 
 def fold_statuses(entries: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """``{id: status}`` for every entry; ``entries`` oldest first."""
-    retracted = {
-        ref["id"] for entry in entries for ref in entry.get("refs", ()) if ref.get("rel") == "retracts"
-    }
-    status = {entry["id"]: "active" for entry in entries}
-    for entry in entries:
+    changed = changed_statuses(entries)
+    return {entry["id"]: changed.get(entry["id"], "active") for entry in entries}
+
+
+def changed_statuses(entries: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """``{id: status}`` of the entries whose status is not ``active`` (the few that later entries
+    retract, supersede or reproduce); ``entries`` oldest first. ``ledger log --status`` at 100k
+    entries reads this instead of building a status for every entry."""
+    # Most entries refer to nothing; only those that do are looked at twice (100k entries: ~2%).
+    referring = [entry for entry in entries if entry.get("refs")]
+    retracted = {ref["id"] for entry in referring for ref in entry["refs"] if ref.get("rel") == "retracts"}
+    status: dict[str, str] = {}
+    for entry in referring:
         if entry["id"] in retracted:
             continue  # a retracted entry's claims (supersedes, reproduces) count for nothing
-        for ref in entry.get("refs", ()):
+        for ref in entry["refs"]:
             _apply(status, ref, entry)
     for entry_id in retracted:
-        if entry_id in status:
-            status[entry_id] = "retracted"
+        status[entry_id] = "retracted"
     return status
 
 
 def _apply(status: dict[str, str], ref: Mapping[str, str], source: Mapping[str, Any]) -> None:
     target, rel = ref.get("id"), ref.get("rel")
-    if target not in status:
+    if target is None:
         return
+    current = status.get(target, "active")
     if rel == "supersedes":
-        status[target] = _stronger(status[target], "superseded")
+        status[target] = _stronger(current, "superseded")
     elif rel == "reproduces":
         outcome = source.get("payload", {}).get("outcome")
-        if outcome in ("reproduced", "not-reproduced") and status[target] != "superseded":
+        if outcome in ("reproduced", "not-reproduced") and current != "superseded":
             status[target] = outcome  # entries come oldest first: the latest outcome wins
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from recipe_ledger.errors import InputError
+from recipe_ledger.errors import InputError, StateError
 
 if TYPE_CHECKING:  # annotations only: at run time git is imported lazily, in _repo
     import git
@@ -179,13 +179,51 @@ def ledger_changes(root: Path) -> Iterator[LedgerChange]:
         commits = list(repo.iter_commits("HEAD"))
     except ValueError:
         return  # no commits yet: no history to check
+    # A shallow clone's boundary commits name parents it does not hold: there is nothing to compare
+    # them with (verify_history says so through shallow_boundary), so they are not read.
+    cut = _shallow_commits(repo)
     for commit in commits:
+        if commit.hexsha in cut:
+            continue
         new = _ledger_tree(commit.tree)
         for parent in commit.parents:
             old = _ledger_tree(parent.tree)
             if old is None or (new is not None and old.hexsha == new.hexsha):
                 continue  # the ledger folder is identical (or absent before): nothing to compare
             yield from _changes(repo, commit.hexsha, parent.hexsha, _blobs(old), _blobs(new))
+
+
+def _shallow_commits(repo: git.Repo) -> set[str]:
+    """The commits at a shallow clone's boundary (their parents are not here); empty when whole."""
+    shallow = Path(repo.common_dir) / "shallow"
+    if not shallow.is_file():
+        return set()
+    return {line.strip() for line in shallow.read_text().splitlines() if line.strip()}
+
+
+def shallow_boundary(root: Path) -> str | None:
+    """What a shallow clone cannot show (``"history before commit abc123def456"``), or None."""
+    repo = _repo(root)
+    cut = sorted(_shallow_commits(repo)) if repo is not None else []
+    return f"history before commit {', '.join(c[:12] for c in cut)} (shallow clone)" if cut else None
+
+
+def unshallow(root: Path) -> None:
+    """Fetch the history a shallow clone lacks (``git fetch --unshallow``); no-op when whole."""
+    repo = _repo(root)
+    if repo is None or shallow_boundary(root) is None:
+        return
+    from git import GitCommandError
+
+    try:
+        repo.git.fetch("--unshallow", "--quiet")
+    except GitCommandError as error:
+        message = (error.stderr or str(error)).strip().splitlines()
+        raise StateError(
+            f"could not fetch the full history: {message[-1] if message else error}",
+            where=str(root),
+            hint="git fetch --unshallow (from a box that reaches the remote), then ledger verify --history",
+        ) from None
 
 
 def working_tree_changes(root: Path) -> Iterator[LedgerChange]:

@@ -21,8 +21,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from recipe_ledger.errors import InputError, StateError
-
-FORMAT_VERSION = 1  # the envelope / line layout; see chain.py
+from recipe_ledger.ledger.kinds import FORMAT_VERSION as FORMAT_VERSION  # re-exported for older imports
+from recipe_ledger.ledger.kinds import KINDS
 
 EntryId = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 ContentHash = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
@@ -46,9 +46,13 @@ class Origin(Strict):
 class Payload(Strict):
     kind: ClassVar[str] = ""
     schema_version: int
-    origin: Origin = Origin()
-    scripts: list[str] = []  # paths under scripts/; the envelope pins their git blob hashes
-    artifacts: dict[str, ContentHash] = {}  # raw outputs kept outside the ledger, by content hash
+    origin: Origin = Field(default_factory=Origin)
+    scripts: list[str] = Field(
+        default_factory=list
+    )  # paths under scripts/; the envelope pins their git blob hashes
+    artifacts: dict[str, ContentHash] = Field(
+        default_factory=dict
+    )  # raw outputs kept outside the ledger, by content hash
 
 
 class ArmRecord(Strict):
@@ -57,7 +61,7 @@ class ArmRecord(Strict):
     source: str  # what it was resolved from (recipe, hardware, strategy, variant, features)
     fingerprint: ContentHash  # argv + env (redacted) + image: same fingerprint, same configuration
     argv: list[str]
-    env: dict[str, str] = {}
+    env: dict[str, str] = Field(default_factory=dict)
     image: str | None = None
     model_sha256: ContentHash | None = None  # content hash of a local model directory
     engine: str | None = None  # "vllm" or "sglang"; absent in entries recorded before engines were an axis
@@ -92,14 +96,14 @@ class ExperimentRecord(Strict):
     run_id: str
     points: list[int]
     repeats: int
-    schedule: list[str] = []  # "arm#repeat" in launch order (ABBA)
-    instruments: dict[str, str] = {}  # name -> version
+    schedule: list[str] = Field(default_factory=list)  # "arm#repeat" in launch order (ABBA)
+    instruments: dict[str, str] = Field(default_factory=dict)  # name -> version
     arms: dict[str, ArmRecord]
-    bars: list[BarVerdict] = []
+    bars: list[BarVerdict] = Field(default_factory=list)
     calibration: EntryId | None = None
     calibration_inline: bool = False
     method: str = ""
-    host: dict[str, str] = {}
+    host: dict[str, str] = Field(default_factory=dict)
     duration_s: float | None = None
     # Cross-engine experiments only: the one client that measured both arms of each bar
     # ("metric@point" -> "vllm bench serve 0.32.0 (instrument bench)").
@@ -111,11 +115,13 @@ class ResultPayload(Payload):
     schema_version: Literal[2] = 2
     subject: str = Field(min_length=1)  # what was measured: a lane, an experiment, an arm
     text: str = ""
-    metrics: dict[str, float] = {}
-    conditions: dict[str, Scalar] = {}
+    metrics: dict[str, float] = Field(default_factory=dict)
+    conditions: dict[str, Scalar] = Field(default_factory=dict)
     verdict: str | None = None
     experiment: ExperimentRecord | None = None  # v2: set by `ledger run`
-    mlflow: dict[str, str] = {}  # v2: tracking URI and run ids, when the run was indexed at once
+    mlflow: dict[str, str] = Field(
+        default_factory=dict
+    )  # v2: tracking URI and run ids, when the run was indexed at once
 
 
 class FailurePayload(Payload):
@@ -126,7 +132,7 @@ class FailurePayload(Payload):
     cause: str = Field(min_length=1)
     log_tail: str | None = Field(None, max_length=4000)  # the last lines; the full log is an artifact
     minutes_lost: float | None = None
-    conditions: dict[str, Scalar] = {}
+    conditions: dict[str, Scalar] = Field(default_factory=dict)
     fix: str | None = None
 
 
@@ -139,7 +145,7 @@ class PointNoise(Strict):
     cv: float = Field(ge=0)  # sigma / mean
     sigma_log: float | None = Field(None, ge=0)  # standard deviation of ln(sample)
     max_spread: float = Field(ge=0)  # (max - min) / mean
-    samples: list[float] = []
+    samples: list[float] = Field(default_factory=list)
 
 
 class CalibrationPayload(Payload):
@@ -150,12 +156,12 @@ class CalibrationPayload(Payload):
     unit: str | None = None
     sigma: float | None = None
     spread: float | None = None  # half-width of the observed band, in `unit`
-    repeats: list[float] = []
+    repeats: list[float] = Field(default_factory=list)
     text: str = ""
-    conditions: dict[str, Scalar] = {}
+    conditions: dict[str, Scalar] = Field(default_factory=dict)
     fingerprint: str | None = None  # v2: what a run must match to reuse it (box, control, instrument, points)
     method: str | None = None  # v2: the verdict method the numbers are meant for
-    points: dict[str, PointNoise] = {}  # v2: per sweep point
+    points: dict[str, PointNoise] = Field(default_factory=dict)  # v2: per sweep point
 
 
 class ImagePin(Strict):
@@ -196,7 +202,9 @@ class ReleaseNumber(Strict):
     arm: str | None = None
     unit: str | None = None
     result: EntryId | None = None  # the result entry it comes from
-    samples: list[float] = []  # one per launch, from the run's measurements (content hash checked)
+    samples: list[float] = Field(
+        default_factory=list
+    )  # one per launch, from the run's measurements (content hash checked)
     tolerance: float | None = Field(None, gt=0, lt=1)  # relative band a reproduction must stay inside
     verified: bool = False  # the result entry exists, was measured, is not retracted, and says this value
 
@@ -210,25 +218,30 @@ class ReleasePayload(Payload):
     lane: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     lane_title: str | None = None
     version: str = Field(min_length=1)
-    changes: list[str] = []
+    changes: list[str] = Field(default_factory=list)
     command: str | None = None
-    flags: list[str] = []
+    flags: list[str] = Field(default_factory=list)
     image: ImagePin | None = None
     model: ModelPin | None = None
-    metrics: dict[str, float] = {}
+    metrics: dict[str, float] = Field(default_factory=dict)
     supersedes: EntryId | None = None
     spec_sha256: ContentHash | None = None  # the release spec file it was published from
     spec: str | None = None  # v2: that file's path, relative to the repository
-    argv: list[str] = []  # v2: the server argv as launched (secrets redacted)
-    env: dict[str, str] = {}  # v2: its environment (secrets redacted)
-    script_pins: dict[str, str] = {}  # v2: path -> git blob hash of every script behind the numbers
-    box: dict[str, str] = {}  # v2: the fingerprint of the box the numbers were measured on
-    numbers: list[ReleaseNumber] = []  # v2
+    argv: list[str] = Field(default_factory=list)  # v2: the server argv as launched (secrets redacted)
+    env: dict[str, str] = Field(default_factory=dict)  # v2: its environment (secrets redacted)
+    script_pins: dict[str, str] = Field(
+        default_factory=dict
+    )  # v2: path -> git blob hash of every script behind the numbers
+    box: dict[str, str] = Field(
+        default_factory=dict
+    )  # v2: the fingerprint of the box the numbers were measured on
+    numbers: list[ReleaseNumber] = Field(default_factory=list)  # v2
     verified: bool = False  # v2: every pin complete and every number backed by a verified result
-    unverified: list[str] = []  # v2: why not, one reason each; empty exactly when verified
-    notes: list[
-        str
-    ] = []  # v2: what a reader should know that does not unverify (a tag resolved when published)
+    unverified: list[str] = Field(
+        default_factory=list
+    )  # v2: why not, one reason each; empty exactly when verified
+    # v2: what a reader should know that does not unverify (a tag resolved when published)
+    notes: list[str] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod
@@ -252,7 +265,7 @@ class RetractionPayload(Payload):
     schema_version: Literal[1] = 1
     target: EntryId
     reason: str = Field(min_length=1)
-    evidence: list[EntryId] = []
+    evidence: list[EntryId] = Field(default_factory=list)
 
 
 class ReproductionPayload(Payload):
@@ -261,7 +274,7 @@ class ReproductionPayload(Payload):
     target: EntryId
     outcome: Literal["reproduced", "not-reproduced", "inconclusive"]
     text: str = ""
-    metrics: dict[str, float] = {}
+    metrics: dict[str, float] = Field(default_factory=dict)
 
 
 class NotePayload(Payload):
@@ -269,8 +282,25 @@ class NotePayload(Payload):
     schema_version: Literal[1] = 1
     text: str = Field(min_length=1)
     title: str | None = None
-    numbers: dict[str, float | str] = {}
-    tags: list[str] = []
+    numbers: dict[str, float | str] = Field(default_factory=dict)
+    tags: list[str] = Field(default_factory=list)
+
+
+class WitnessedHead(Strict):
+    seq: int = Field(ge=0)
+    id: EntryId
+
+
+class WitnessPayload(Payload):
+    """Other writers' chain heads as this writer saw them (cross-signing, ``ledger witness``).
+
+    Once recorded here (and signed with this writer's own head), a witnessed chain cannot be cut
+    back or rewritten below that head without ``ledger verify`` naming the witness that saw it.
+    """
+
+    kind: ClassVar[str] = "witness"
+    schema_version: Literal[1] = 1
+    heads: dict[str, WitnessedHead] = Field(min_length=1)
 
 
 MODELS: dict[str, type[Payload]] = {
@@ -283,9 +313,10 @@ MODELS: dict[str, type[Payload]] = {
         RetractionPayload,
         ReproductionPayload,
         NotePayload,
+        WitnessPayload,
     )
 }
-KINDS = tuple(MODELS)
+assert tuple(MODELS) == KINDS, "kinds.KINDS must name exactly the payload models"
 
 
 class Ref(Strict):
@@ -296,10 +327,10 @@ class Ref(Strict):
 class GitState(Strict):
     commit: str | None
     dirty: bool
-    scripts: dict[str, str] = {}
+    scripts: dict[str, str] = Field(default_factory=dict)
     # Only on entries written with --allow-dirty: what differed from the commit, and its hash.
     diff_sha256: str | None = None
-    dirty_files: list[str] = []
+    dirty_files: list[str] = Field(default_factory=list)
 
 
 class Envelope(Strict):
@@ -315,6 +346,7 @@ class Envelope(Strict):
     refs: list[Ref]
     git: GitState | None
     payload: dict[str, Any]
+    box: str | None = None  # the writer's box fingerprint (fingerprint.py); absent on older entries
 
 
 # A function turning a payload dict of one version into the next one.
@@ -334,8 +366,15 @@ def register_upgrade(kind: str, from_version: int) -> Callable[[Upgrade], Upgrad
     return decorate
 
 
+_VERSIONS: dict[type[Payload], int] = {}  # per model class: verify asks once per entry
+
+
 def current_version(kind: str) -> int:
-    return MODELS[kind].model_fields["schema_version"].default
+    model = MODELS[kind]
+    version = _VERSIONS.get(model)
+    if version is None:
+        version = _VERSIONS[model] = model.model_fields["schema_version"].default
+    return version
 
 
 def load_payload(kind: str, data: dict[str, Any], *, where: str = "payload") -> Payload:
@@ -352,6 +391,8 @@ def load_payload(kind: str, data: dict[str, Any], *, where: str = "payload") -> 
 
 def upgrade(kind: str, data: dict[str, Any], *, where: str = "payload") -> dict[str, Any]:
     version, target = data.get("schema_version"), current_version(kind)
+    if version == target:
+        return data  # the common case: nothing to upgrade
     if not isinstance(version, int):
         raise InputError("payload has no integer schema_version", where=where)
     if version > target:
@@ -449,6 +490,8 @@ def implied_refs(payload: Payload) -> list[tuple[str, str]]:
         return ([("supersedes", payload.supersedes)] if payload.supersedes else []) + [
             ("evidence", e) for e in evidence
         ]
+    if isinstance(payload, WitnessPayload):
+        return [("see", head.id) for head in payload.heads.values()]
     if isinstance(payload, ResultPayload) and payload.experiment and payload.experiment.calibration:
         return [("evidence", payload.experiment.calibration)]
     return []

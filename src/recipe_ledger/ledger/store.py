@@ -20,11 +20,15 @@ import re
 import socket
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from recipe_ledger.errors import InputError, StateError, UnknownIdError
-from recipe_ledger.ledger import chain, gitinfo
-from recipe_ledger.ledger.models import FORMAT_VERSION, Payload, implied_refs, validate_payload
+from recipe_ledger.ledger import chain, gitinfo, signing
+from recipe_ledger.ledger.fingerprint import box_fingerprint
+from recipe_ledger.ledger.kinds import FORMAT_VERSION, KINDS
+
+if TYPE_CHECKING:  # the models are imported where payloads are read or written, not to list entries
+    from recipe_ledger.ledger.models import Payload
 from recipe_ledger.redact import redact_obj
 
 LEDGER_DIR = gitinfo.LEDGER_DIR
@@ -62,7 +66,9 @@ class Ledger:
         self.root = Path(root)
         self.dir = self.root / LEDGER_DIR
         self._cache: list[dict[str, Any]] | None = None
+        self._valid: list[dict[str, Any]] | None = None
         self._by_id: dict[str, dict[str, Any]] | None = None
+        self.rejected: list[Rejected] = []  # what the last read left out, and why
 
     # -- set-up -----------------------------------------------------------------------------
 
@@ -124,18 +130,52 @@ class Ledger:
     # -- reading ----------------------------------------------------------------------------
 
     def entries(self) -> list[dict[str, Any]]:
-        """Every complete entry of every chain, oldest first (by time, then writer and seq)."""
+        """Every entry whose payload is valid for its kind and version, oldest first.
+
+        This is the view for readers that use payloads (tables, site, MLflow, releases): an entry
+        that hashes well but says nothing valid (``kind: "bogus"``, a failure without ``cause``)
+        is left out and listed in ``rejected`` (``ledger verify`` fails on it) instead of crashing
+        them. Hot paths that read only the envelope (``log`` filters, folding) use ``envelopes``.
+        """
+        if self._valid is None:
+            self._valid = [entry for entry in self.envelopes() if self._payload_ok(entry)]
+        return self._valid
+
+    def envelopes(self) -> list[dict[str, Any]]:
+        """Every entry with a sound envelope (payload not validated), oldest first (by time, then
+        writer and seq). Entries whose envelope is malformed are in ``rejected``."""
         if self._cache is None:
+            self.rejected = []
             with chain.no_gc() as pause:
-                found = [entry for path in self.chain_files() for entry in self.read_chain(path)]
-                found.sort(key=lambda e: (e.get("ts", ""), e.get("writer", ""), e.get("seq", 0)))
+                found = [entry for path in self.chain_files() for entry in self._sound(path)]
+                found.sort(key=_order)
                 pause.keep = len(found) >= _FREEZE_AT
             self._cache = found
         return self._cache
 
+    def _sound(self, path: Path) -> list[dict[str, Any]]:
+        entries = self.read_chain(path)
+        sound = [entry for entry in entries if envelope_problem(entry) is None]
+        if len(sound) != len(entries):
+            for number, entry in enumerate(entries, 1):
+                problem = envelope_problem(entry)
+                if problem:
+                    self.rejected.append(Rejected(f"{self.rel(path)}:{number}", problem))
+        return sound
+
+    def _payload_ok(self, entry: dict[str, Any]) -> bool:
+        from recipe_ledger.ledger.models import load_payload
+
+        try:
+            load_payload(entry["kind"], entry["payload"], where=entry["id"][:12])
+        except (InputError, StateError) as error:
+            self.rejected.append(Rejected(f"{entry['writer']}#{entry['seq']} {entry['id'][:12]}", str(error)))
+            return False
+        return True
+
     def read_chain(self, path: Path) -> list[dict[str, Any]]:
         """The complete lines of one chain as dicts; a torn tail is left for `verify` to report."""
-        _, lines, _torn = chain.split_lines(path.read_bytes())
+        lines, _torn = chain.split_lines(path.read_bytes())
         try:
             parsed = [chain.parse_line(line) for line in lines]
         except ValueError:
@@ -155,7 +195,7 @@ class Ledger:
 
     def by_id(self) -> dict[str, dict[str, Any]]:
         if self._by_id is None:
-            self._by_id = {entry["id"]: entry for entry in self.entries()}
+            self._by_id = {entry["id"]: entry for entry in self.envelopes()}
         return self._by_id
 
     def get(self, id_or_prefix: str) -> dict[str, Any]:
@@ -182,7 +222,7 @@ class Ledger:
 
     def refresh(self) -> None:
         """Forget cached reads (the next read sees what other processes appended)."""
-        self._cache = self._by_id = None
+        self._cache = self._valid = self._by_id = None
 
     # -- appending --------------------------------------------------------------------------
 
@@ -204,12 +244,15 @@ class Ledger:
         """
         self.check_format()
         fields = self._body_fields(kind, payload, writer, refs, git)
+        fields["box"] = box = box_fingerprint()
+        key = signing.signing_key(self.dir, writer)  # None: an unsigned writer; refused: not this box's
         # Refuse an oversized entry before touching the chain file (the real line differs only in
         # seq, prev and ts, which this worst case already counts).
         _check_size(chain.encode_line({**fields, "seq": 10**12, "prev": "0" * 64, "ts": clock()})[1], kind)
 
         def make_line(head: dict[str, Any] | None) -> bytes:
             # Runs under the chain's lock: seq and prev come from the line that is really last.
+            _check_same_box(head, box, writer)
             body = {
                 **fields,
                 "seq": 0 if head is None else head["seq"] + 1,
@@ -220,12 +263,18 @@ class Ledger:
             _check_size(line, kind)
             return line
 
-        line = chain.append_line(self.chain_path(writer), make_line, durable=durable)
+        def sign(line: bytes) -> None:
+            if key is not None:
+                signing.write_head(self.dir, writer, json.loads(line), key)
+
+        line = chain.append_line(self.chain_path(writer), make_line, durable=durable, after_write=sign)
         return self._remember(json.loads(line))
 
     def _body_fields(
         self, kind: str, payload: Payload | dict[str, Any], writer: str, refs: Sequence[RefSpec], git: Any
     ) -> dict[str, Any]:
+        from recipe_ledger.ledger.models import implied_refs
+
         model = _clean_payload(kind, payload)
         return {
             "v": FORMAT_VERSION,
@@ -237,8 +286,9 @@ class Ledger:
         }
 
     def _remember(self, entry: dict[str, Any]) -> dict[str, Any]:
-        if self._cache is not None:
-            self._cache.append(entry)
+        for cached in (self._cache, self._valid):
+            if cached is not None:
+                cached.append(entry)
         if self._by_id is not None:
             self._by_id[entry["id"]] = entry
         return entry
@@ -261,7 +311,67 @@ class Ledger:
         return {**base, "scripts": gitinfo.script_blobs(self.root, model.scripts)}
 
 
+def _check_same_box(head: dict[str, Any] | None, box: str, writer: str) -> None:
+    """Refuse to extend a chain that another box writes: two boxes under one writer name fork it."""
+    bound = (head or {}).get("box")
+    if bound and bound != box:
+        raise StateError(
+            f"writer {writer!r} belongs to another box ({bound}; this box is {box}):"
+            " two boxes appending under one name would fork its chain",
+            where=f"ledger/{writer}.jsonl",
+            hint="set RECIPE_LEDGER_WRITER to a name of this box's own (e.g. its host name)",
+        )
+
+
+class Rejected(NamedTuple):
+    """An entry a read left out: where it is, and why."""
+
+    where: str
+    reason: str
+
+
+_ENVELOPE_TYPES = (("id", str), ("seq", int), ("ts", str), ("writer", str), ("kind", str), ("payload", dict))
+_KNOWN_KINDS = frozenset(KINDS)
+
+
+def envelope_problem(entry: dict[str, Any]) -> str | None:
+    """Why an entry's envelope cannot be read safely (a cheap check, no payload model), or None."""
+    get = entry.get
+    # The fast path for a sound entry (every line of a healthy ledger): one expression, no loop.
+    if (
+        type(get("id")) is str
+        and type(get("seq")) is int
+        and type(get("ts")) is str
+        and type(get("writer")) is str
+        and type(get("payload")) is dict
+        and get("kind") in _KNOWN_KINDS
+        and type(refs := get("refs")) is list
+        and (not refs or all(_is_ref(ref) for ref in refs))
+    ):
+        return None
+    return _envelope_reason(entry)
+
+
+def _is_ref(ref: Any) -> bool:
+    return type(ref) is dict and type(ref.get("id")) is str and type(ref.get("rel")) is str
+
+
+def _envelope_reason(entry: dict[str, Any]) -> str:
+    for name, kind in _ENVELOPE_TYPES:
+        if type(entry.get(name)) is not kind:
+            return f"envelope field {name!r} is missing or not a {kind.__name__}"
+    if entry["kind"] not in _KNOWN_KINDS:
+        return f"unknown entry kind {entry['kind']!r}"
+    return "refs is not a list of {rel, id}"
+
+
+def _order(entry: dict[str, Any]) -> tuple[str, str, int]:
+    return entry["ts"], entry["writer"], entry["seq"]
+
+
 def _clean_payload(kind: str, payload: Payload | dict[str, Any]) -> Payload:
+    from recipe_ledger.ledger.models import Payload, validate_payload
+
     data = payload.model_dump(mode="json", exclude_none=True) if isinstance(payload, Payload) else payload
     # Redact before validation: a secret must never reach the bytes that get hashed and committed.
     return validate_payload(kind, redact_obj(data), where=f"{kind} payload")
@@ -277,7 +387,7 @@ def _check_size(line: bytes, kind: str) -> None:
         )
 
 
-def _parses(line: str) -> bool:
+def _parses(line: bytes) -> bool:
     try:
         chain.parse_line(line)
         return True

@@ -1,29 +1,46 @@
-"""`ledger verify`: is every chain whole, and did git history only ever append?
+"""`ledger verify`: is every chain whole, does every entry mean something, and who vouches for it?
 
 Per chain file, line by line (1-based, as an editor shows them):
 
-- the line starts with its id and ``sha256("{" + rest)`` equals it: otherwise a byte was changed;
-- it parses, its format version is one this tool reads, and its ``writer`` is the file's name;
-- ``seq`` counts 0, 1, 2...: a jump means lines were removed, a step back means lines were
-  reordered or inserted; ``prev`` equals the id of the line before: otherwise the link is broken;
-- every ``ref`` points at an entry present in some chain;
+- bytes: the line starts with its id and ``sha256("{" + rest)`` equals it (else a byte changed);
+- envelope: it parses, its format version is one this tool reads, its fields have their types,
+  its ``kind`` is known and its ``writer`` is the file's name;
+- order: ``seq`` counts 0, 1, 2..., ``prev`` is the id of the line before, and ``ts`` (UTC,
+  microseconds) never goes back within a chain nor lies more than a day ahead of this clock;
+- meaning: the payload is valid for its kind and schema version (the same models the writers
+  use); a status relation (``retracts``, ``reproduces``, ``supersedes``) is only used by the kind
+  it belongs to and names the payload's own target;
+- box: every entry of a chain carries the same box fingerprint once one appears (two boxes under
+  one writer name fork a chain; see fingerprint.py);
 - the file ends with a newline: otherwise its last line is torn (an interrupted append), which
   ``repair`` moves to ``ledger/quarantine/<writer>.torn``.
 
-The hot loop is hashlib over the stored bytes plus ``json.loads``; no pydantic. A hash chain proves
-that nothing *inside* a chain changed; rewriting a chain's tail from some line on, ids and all, is
-only caught against an earlier copy, which is what ``--history`` (every commit appended only) does.
+Across chains (semantics.py): every ref resolves; a retraction comes from the retracted entry's
+writer or a writer listed in ``ledger/maintainers``; every head a witness recorded is still in the
+witnessed chain; every writer listed in ``ledger/allowed_signers`` has a valid signature on its
+chain's last entry (signing.py). Chains of writers that are not listed are reported as unsigned,
+which is a notice, not a failure.
+
+The hot loop is orjson, hashlib and one pydantic validation per entry. ``--history`` adds the git
+check that every commit only appended (catches a chain cut back together with its old signed head).
 """
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from recipe_ledger.ledger import chain, gitinfo
-from recipe_ledger.ledger.models import FORMAT_VERSION
-from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.errors import InputError, StateError
+from recipe_ledger.ledger import chain, gitinfo, semantics, signing, validcache
+from recipe_ledger.ledger.kinds import FORMAT_VERSION, STATUS_RELATIONS
+from recipe_ledger.ledger.store import Ledger, envelope_problem
 
 MAX_FINDINGS_PER_FILE = 20  # after a splice every later line is "wrong"; the first few say it all
+TS_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+FUTURE_SLACK = timedelta(days=1)  # clocks drift; a day ahead is a wrong clock or a forged date
 
 
 @dataclass(frozen=True)
@@ -42,6 +59,8 @@ class Report:
     entries: int = 0
     chains: int = 0
     findings: list[Finding] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)  # true, worth saying, not a failure (unsigned chains)
+    signed: list[str] = field(default_factory=list)  # writers whose head signature verified
 
     @property
     def ok(self) -> bool:
@@ -53,11 +72,20 @@ class Report:
 
 
 @dataclass
-class _ChainState:
+class ChainState:
+    """What one chain's pass collects; semantics.py reads it after every chain was read."""
+
     rel: str
     writer: str
     expected_seq: int = 0
     prev: str | None = None
+    ts: str = ""
+    box: str | None = None
+    newer: int = 0  # payloads of a newer schema version than this tool reads: not checked
+    known: set[str] = field(default_factory=set)  # ids whose payload validated before (validcache.py)
+    validated: list[str] = field(default_factory=list)  # ids whose payload validated now
+    ids: list[str] = field(default_factory=list)  # by seq, for signed heads and witnesses
+    head: dict | None = None  # the signed head record read with the chain (signing.read_head)
     findings: list[Finding] = field(default_factory=list)
 
     def add(self, line: int | None, message: str, torn: bool = False) -> None:
@@ -65,35 +93,59 @@ class _ChainState:
             self.findings.append(Finding(self.rel, line, message, torn))
 
 
-def verify(ledger: Ledger) -> Report:
-    """Check every chain under ``ledger/`` and every cross-reference between them."""
+@dataclass
+class Seen:
+    """Every chain's entries as the cross-chain checks need them."""
+
+    writer_of: dict[str, str] = field(default_factory=dict)  # id -> writer
+    refs: list[tuple[str, int, str]] = field(default_factory=list)  # (chain, line, id referred to)
+    retractions: list[tuple[str, int, str, str]] = field(default_factory=list)  # chain, line, writer, target
+    witnesses: list[tuple[str, int, str, dict]] = field(default_factory=list)  # chain, line, writer, heads
+    chains: dict[str, ChainState] = field(default_factory=dict)  # writer -> its state
+
+
+def verify(ledger: Ledger, *, now: datetime | None = None, cache: bool = True) -> Report:
+    """Check every chain under ``ledger/``, every entry's meaning and every signed head.
+
+    ``cache``: skip the payload validation of lines validated before under the same models (their
+    bytes are still hashed and every other check still runs), and remember the ones validated now.
+    """
     ledger.check_format()
-    report = Report()
-    ids: set[str] = set()
-    refs: list[tuple[str, int, str]] = []
+    report, seen = Report(), Seen()
+    known = validcache.known_valid() if cache else set()
+    latest = _format_ts((now or datetime.now(UTC)) + FUTURE_SLACK)
     for path in ledger.chain_files():
-        state = _ChainState(ledger.rel(path), path.stem)
+        state = ChainState(ledger.rel(path), path.stem, known=known)
+        data, state.head = chain.read_locked(
+            path, functools.partial(signing.read_head, ledger.dir, path.stem)
+        )
         with chain.no_gc():
-            report.entries += _verify_chain(path.read_bytes(), state, ids, refs)
+            report.entries += _verify_chain(data, state, seen, latest)
+        seen.chains[state.writer] = state
         report.chains += 1
         report.findings.extend(state.findings)
-    for rel, line_no, ref_id in refs:
-        if ref_id not in ids:
-            report.findings.append(
-                Finding(rel, line_no, f"broken link: refers to {ref_id[:12]}, which no chain holds")
-            )
+    semantics.check(ledger, seen, report)
+    if cache:
+        validcache.remember_valid(i for state in seen.chains.values() for i in state.validated)
+    newer = sum(state.newer for state in seen.chains.values())
+    if newer:
+        report.notices.append(
+            f"{newer} payload(s) of a newer schema than this tool reads were not checked"
+            " (pip install -U recipe-ledger)"
+        )
     return report
 
 
-def _verify_chain(data: bytes, state: _ChainState, ids: set[str], refs: list) -> int:
-    lines, texts, torn = chain.split_lines(data)
-    for number, (line, text) in enumerate(zip(lines, texts, strict=False), 1):
-        entry = _check_line(line, text, number, state)
-        if entry is None:
-            continue
-        ids.add(entry["id"])
-        for ref in entry.get("refs", ()):
-            refs.append((state.rel, number, ref.get("id")))
+def _format_ts(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _verify_chain(data: bytes, state: ChainState, seen: Seen, latest: str) -> int:
+    lines, torn = chain.split_lines(data)
+    for number, line in enumerate(lines, 1):
+        entry = _check_line(line, number, state, latest)
+        if entry is not None:
+            _collect(entry, number, state, seen)
     if torn:
         state.add(
             len(lines) + 1,
@@ -104,9 +156,9 @@ def _verify_chain(data: bytes, state: _ChainState, ids: set[str], refs: list) ->
     return len(lines)
 
 
-def _check_line(line: bytes, text: str, number: int, state: _ChainState) -> dict | None:
+def _check_line(line: bytes, number: int, state: ChainState, latest: str) -> dict | None:
     try:
-        entry = chain.parse_line(text)
+        entry = chain.parse_line(line)
     except ValueError:
         state.add(number, "not valid JSON (the line was edited or is garbage)")
         return None
@@ -115,21 +167,27 @@ def _check_line(line: bytes, text: str, number: int, state: _ChainState) -> dict
         return None
     if entry.get("v") != FORMAT_VERSION:
         _newer_format(entry, number, state)
-        return entry
-    problem = chain.line_hash_problem(line)
+        return None
+    hash_problem = chain.line_hash_problem(line)
+    if hash_problem:
+        state.add(number, hash_problem)
+    problem = envelope_problem(entry)
     if problem:
         state.add(number, problem)
-    if entry.get("writer") != state.writer:
-        state.add(number, f"entry of writer {entry.get('writer')!r} in the chain of {state.writer!r}")
+        if isinstance(entry.get("seq"), int):
+            state.expected_seq, state.prev = entry["seq"] + 1, entry["id"]
+        return None
+    if entry["writer"] != state.writer:
+        state.add(number, f"entry of writer {entry['writer']!r} in the chain of {state.writer!r}")
     _check_link(entry, number, state)
+    _check_ts(entry["ts"], number, state, latest)
+    _check_box(entry.get("box"), number, state)
+    _check_payload(entry, number, state, cacheable=hash_problem is None)
     return entry
 
 
-def _check_link(entry: dict, number: int, state: _ChainState) -> None:
-    seq, prev = entry.get("seq"), entry.get("prev")
-    if not isinstance(seq, int):
-        state.add(number, "no integer seq")
-        return
+def _check_link(entry: dict, number: int, state: ChainState) -> None:
+    seq, prev = entry["seq"], entry.get("prev")
     if seq > state.expected_seq:
         state.add(
             number,
@@ -144,7 +202,89 @@ def _check_link(entry: dict, number: int, state: _ChainState) -> None:
     state.expected_seq, state.prev = seq + 1, entry["id"]
 
 
-def _newer_format(entry: dict, number: int, state: _ChainState) -> None:
+def _check_ts(ts: str, number: int, state: ChainState, latest: str) -> None:
+    if not TS_RE.fullmatch(ts):
+        state.add(number, f"ts {ts[:40]!r} is not UTC with microseconds (YYYY-MM-DDTHH:MM:SS.ffffffZ)")
+        return
+    if ts < state.ts:
+        state.add(
+            number, f"ts {ts} is earlier than the line before ({state.ts}): a chain's time only advances"
+        )
+    elif ts > latest:
+        state.add(number, f"ts {ts} lies more than a day after this machine's clock")
+    state.ts = max(ts, state.ts)
+
+
+def _check_box(box: Any, number: int, state: ChainState) -> None:
+    if state.box is None:
+        state.box = box if isinstance(box, str) else None
+    elif box != state.box:
+        other = f"box {box}" if box else "no box fingerprint"
+        state.add(
+            number,
+            f"entry from {other} in a chain bound to box {state.box}: two boxes write as"
+            f" {state.writer!r}; set RECIPE_LEDGER_WRITER on one of them",
+        )
+
+
+def _check_payload(entry: dict, number: int, state: ChainState, *, cacheable: bool) -> None:
+    kind = entry["kind"]
+    if entry["id"] not in state.known and not _payload_valid(entry, number, state, cacheable):
+        return
+    for ref in entry["refs"]:
+        owner = STATUS_RELATIONS.get(ref["rel"])
+        if owner is not None and owner != kind:
+            state.add(number, f"a {kind} entry cannot use relation {ref['rel']!r} (only a {owner} can)")
+    target = entry["payload"].get("target")
+    if kind in ("retraction", "reproduction") and not _names(entry["refs"], kind, target):
+        state.add(number, f"{kind} payload target {str(target)[:12]} is not in its refs")
+
+
+def _payload_valid(entry: dict, number: int, state: ChainState, cacheable: bool) -> bool:
+    models = _models()
+    kind = entry["kind"]
+    version = entry["payload"].get("schema_version")
+    if isinstance(version, int) and version > models.current_version(kind):
+        state.newer += 1  # written by a newer tool: every reader leaves it out; said, not failed
+        return False
+    try:
+        models.load_payload(kind, entry["payload"], where="payload")
+    except (InputError, StateError) as error:
+        state.add(number, f"invalid {kind} payload: {error.message}")
+        return False
+    if cacheable:  # a line whose bytes do not match its id is never remembered as valid
+        state.validated.append(entry["id"])
+    return True
+
+
+@functools.cache
+def _models() -> Any:
+    """The payload models, imported on the first payload to validate (none, when all are cached)."""
+    from recipe_ledger.ledger import models
+
+    return models
+
+
+def _names(refs: list[dict], kind: str, target: Any) -> bool:
+    rel = "retracts" if kind == "retraction" else "reproduces"
+    return any(ref["rel"] == rel and ref["id"] == target for ref in refs)
+
+
+def _collect(entry: dict, number: int, state: ChainState, seen: Seen) -> None:
+    entry_id = entry["id"]
+    if entry["seq"] == len(state.ids):
+        state.ids.append(entry_id)
+    seen.writer_of[entry_id] = entry["writer"]
+    for ref in entry["refs"]:
+        seen.refs.append((state.rel, number, ref["id"]))
+    kind = entry["kind"]
+    if kind == "retraction":
+        seen.retractions.append((state.rel, number, entry["writer"], str(entry["payload"].get("target"))))
+    elif kind == "witness" and isinstance(entry["payload"].get("heads"), dict):
+        seen.witnesses.append((state.rel, number, entry["writer"], entry["payload"]["heads"]))
+
+
+def _newer_format(entry: dict, number: int, state: ChainState) -> None:
     version = entry.get("v")
     if isinstance(version, int) and version > FORMAT_VERSION:
         state.add(
@@ -173,27 +313,34 @@ def repair(ledger: Ledger) -> list[tuple[str, int, str]]:
     return moved
 
 
-def verify_history(ledger: Ledger) -> list[Finding]:
-    """Every commit (and the working tree against HEAD) may only append to files under ``ledger/``."""
-    findings = []
-    changes = list(gitinfo.ledger_changes(ledger.root)) + list(gitinfo.working_tree_changes(ledger.root))
-    for change in changes:
-        problem = _non_append(change.old, change.new)
-        if problem:
-            where = change.commit if change.commit == "working tree" else f"commit {change.commit[:12]}"
-            findings.append(Finding(change.path, None, f"{where} (parent {change.parent[:12]}) {problem}"))
-    return findings
+@dataclass
+class HistoryReport:
+    findings: list[Finding] = field(default_factory=list)
+    unchecked: str | None = None  # what could not be checked (a shallow clone's missing history)
 
 
-def _non_append(old: bytes, new: bytes | None) -> str | None:
-    if new is None:
-        return "removed the file"
-    if new.startswith(old):
-        return None
-    differ = next(
-        (i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new))
-    )
-    line = old.count(b"\n", 0, differ) + 1
-    if len(new) < len(old) and old.startswith(new):
-        return f"removed everything from line {line} on"
-    return f"changed line {line} (history may only append)"
+def verify_history(ledger: Ledger, *, fetch: bool = False) -> HistoryReport:
+    """Every commit (and the working tree against HEAD) may only append to the ledger's chains.
+
+    Signed head files may be replaced, but their ``seq`` may never go back. On a shallow clone the
+    history is fetched first when ``fetch`` (``git fetch --unshallow``); otherwise the commits at
+    hand are checked and ``unchecked`` says from where on nothing could be.
+    """
+    history = HistoryReport()
+    if fetch:
+        gitinfo.unshallow(ledger.root)
+    history.unchecked = gitinfo.shallow_boundary(ledger.root)
+    for change in gitinfo.ledger_changes(ledger.root):
+        _judge_change(change, history)
+    for change in gitinfo.working_tree_changes(ledger.root):
+        _judge_change(change, history)
+    return history
+
+
+def _judge_change(change: gitinfo.LedgerChange, history: HistoryReport) -> None:
+    problem = semantics.history_problem(change.path, change.old, change.new)
+    if problem:
+        where = change.commit if change.commit == "working tree" else f"commit {change.commit[:12]}"
+        history.findings.append(
+            Finding(change.path, None, f"{where} (parent {change.parent[:12]}) {problem}")
+        )

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import Any
 
 from recipe_ledger import metrics
 from recipe_ledger.errors import InputError
-from recipe_ledger.ledger.fold import STATUSES, fold_statuses, referrers
-
-if TYPE_CHECKING:  # the views read plain dicts: `ledger log` need not build the pydantic models
-    from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.ledger import chain
+from recipe_ledger.ledger.fold import STATUSES, changed_statuses, fold_statuses, referrers
+from recipe_ledger.ledger.store import Ledger, envelope_problem
 
 # The payload field that best says what an entry is about, per kind (first non-empty wins).
 _SUMMARY_FIELDS = {
@@ -70,19 +70,67 @@ def query(ledger: Ledger, *, kind: str | None = None, status: str | None = None)
         raise InputError(
             f"unknown status {status!r}", where="--status", hint=f"one of: {', '.join(STATUSES)}"
         )
-    entries = ledger.entries()
-    statuses = fold_statuses(entries)
-    return [
-        (entry, statuses[entry["id"]])
-        for entry in entries
-        if (kind is None or entry.get("kind") == kind) and (status is None or statuses[entry["id"]] == status)
-    ]
+    if kind is None and status in (None, "active"):  # (nearly) every entry is shown: read them all
+        entries = ledger.envelopes()
+        changed = changed_statuses(entries)
+    else:
+        entries, changed = _selected(ledger, kind)
+    rows = [(entry, changed.get(entry["id"], "active")) for entry in entries]
+    return rows if status is None else [row for row in rows if row[1] == status]
+
+
+def _selected(ledger: Ledger, kind: str | None) -> tuple[list[dict], dict[str, str]]:
+    """The entries a filter can select, parsing only lines that can matter, and the changed statuses.
+
+    A status other than ``active`` comes only from an entry that refers to others, so the lines
+    with refs are parsed first (a few percent); then only the lines of the kind asked for, or whose
+    status changed. Both are found in the bytes of a canonical line: the top-level ``refs`` is the
+    last ``,"refs":`` of a line (only seq, ts, v and writer follow it), and the kind is the one key
+    before ``payload``. A byte match is a candidate only, confirmed on the parsed entry; a line
+    that is not canonical is one `ledger verify` fails, whatever `log` shows of it.
+    """
+    lines = [line for path in ledger.chain_files() for line in chain.split_lines(path.read_bytes())[0]]
+    with chain.no_gc():
+        referring = _parsed(line for line in lines if _has_refs(line))
+        changed = changed_statuses(referring)
+        wanted = b'"kind":"%s","payload":' % kind.encode("ascii") if kind else None
+        keys = {key.encode("ascii") for key in changed}
+        picked = _parsed(
+            line
+            for line in lines
+            if (wanted in line if wanted else line[chain.ID_START : chain.ID_END] in keys)
+        )
+    found = [entry for entry in picked if kind is None or entry["kind"] == kind]
+    found.sort(key=lambda e: (e["ts"], e["writer"], e["seq"]))
+    return found, changed
+
+
+def _has_refs(line: bytes) -> bool:
+    at = line.rfind(b',"refs":')
+    return at < 0 or line[at + 8 : at + 10] != b"[]"
+
+
+def _parsed(lines: Iterable[bytes]) -> list[dict]:
+    entries = []
+    for line in lines:
+        try:
+            entry = chain.parse_line(line)
+        except ValueError:
+            continue  # `ledger verify` names it; a listing shows what can be read
+        if isinstance(entry, dict) and envelope_problem(entry) is None:
+            entries.append(entry)
+    return entries
 
 
 def summarize(entry: dict[str, Any], width: int = 90) -> str:
     """One line saying what an entry is, from its payload (plain dict access, no models)."""
     payload = entry.get("payload", {})
-    if entry.get("kind") == "release":
+    if entry.get("kind") == "witness":
+        heads = payload.get("heads") if isinstance(payload.get("heads"), dict) else {}
+        text = "witnessed " + ", ".join(
+            f"{name}@{(head or {}).get('seq')}" for name, head in sorted(heads.items())
+        )
+    elif entry.get("kind") == "release":
         text = f"{payload.get('lane', '?')} {payload.get('version', '?')}: " + "; ".join(
             payload.get("changes", [])
         )
@@ -97,7 +145,7 @@ def detail(ledger: Ledger, id_or_prefix: str) -> dict[str, Any]:
     """An entry, its folded status, what it refers to and everything that refers to it (for
     `ledger show`)."""
     entry = ledger.get(id_or_prefix)
-    entries = ledger.entries()
+    entries = ledger.envelopes()
     statuses = fold_statuses(entries)
     by_id = {e["id"]: e for e in entries}
 
