@@ -15,7 +15,7 @@ ledger entry references them by content hash. The folder holds:
 summary.json hold the arms' argv and env, and evidence/ commits exactly these files. The server and
 client logs are written by the processes themselves; ``redact_logs`` rewrites them once the run
 is over (they are parsed unredacted while it runs). Every path built from a name that came from a
-spec (an arm, a run id) goes through ``contained``, which refuses one that would leave its folder.
+spec (an arm, a run id) goes through ``paths.contained``, which refuses one that would leave its folder.
 
 **Versions.** A JSONL file starts with a header line ``{"format": "recipe-ledger/measurements",
 "version": 1}``; a JSON file carries a top-level ``format_version``. Files written before the run
@@ -41,6 +41,7 @@ from typing import Any
 
 from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.instruments.base import sha256_file
+from recipe_ledger.paths import contained
 from recipe_ledger.redact import redact_obj, redact_text
 
 RUNS_DIRNAME = "runs"
@@ -76,53 +77,6 @@ def run_dir(repo: Path, run_id: str) -> Path:
     if not is_run_id(run_id):
         raise InputError(f"{run_id!r} is not a run id", where=str(runs_dir(repo)))
     return runs_dir(repo) / run_id
-
-
-MAX_NAME = 128  # a name becomes part of a file name; most file systems stop at 255 bytes
-
-
-def check_name(name: object, what: str, where: str | None = None) -> str:
-    """``name`` when it can stand in one file name (no path separator, not ``.``/``..``, not too
-    long); an InputError naming ``what`` otherwise. Spec schemas hold a stricter slug pattern; this
-    is what every writer relies on whatever let a name through."""
-    bad = (
-        not isinstance(name, str)
-        or not name.strip()
-        or name in (".", "..")
-        or any(c in name for c in "/\\\x00")
-        or len(name.encode("utf-8", "replace")) > MAX_NAME
-    )
-    if bad:
-        shown = repr(name) if not isinstance(name, str) or len(name) <= 60 else repr(name[:60] + "...")
-        raise InputError(
-            f"{what} {shown} cannot name a file (no '/', '\\', '..', at most {MAX_NAME} bytes)",
-            where=where,
-            hint="use letters, digits, '.', '_' and '-'",
-        )
-    return name
-
-
-def contained(base: Path, *parts: str) -> Path:
-    """``base / parts...``, refused (InputError) unless it stays inside ``base``.
-
-    The second line of defence behind the specs' name patterns: an arm named ``../../x`` or
-    ``/abs`` must never name a file outside the run folder, whatever let the name through. Both
-    sides are resolved, so a symlink inside ``base`` that points out of it is refused too."""
-    for part in parts:
-        if not part or "\x00" in part or Path(part).is_absolute():
-            raise InputError(f"{part!r} cannot name a file inside {base}", where=str(base))
-    path = base.joinpath(*parts)
-    try:
-        inside = path.resolve().is_relative_to(base.resolve())
-    except (OSError, RuntimeError) as error:  # a symlink loop, a name the system refuses
-        raise InputError(f"cannot resolve {path} ({error})", where=str(base)) from None
-    if not inside:
-        raise InputError(
-            f"{'/'.join(parts)!r} would be written outside {base}",
-            where=str(base),
-            hint="name arms, experiments and lanes with letters, digits, '.', '_' and '-' only",
-        )
-    return path
 
 
 def create(runs_root: Path, run_id: str) -> Path:

@@ -132,7 +132,9 @@ class LedgerGroup(click.Group):
         try:
             return super().invoke(ctx)
         except LedgerError as error:
-            click.echo(f"error: {error.one_line()}", err=True)
+            from recipe_ledger.redact import redact_text  # terminals and CI logs are published too
+
+            click.echo(f"error: {redact_text(error.one_line())}", err=True)
             ctx.exit(error.exit_code)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)

@@ -29,17 +29,25 @@ _RAW_ROOT = "recipe_ledger.raw_root"  # ctx.meta key: --root as given, for the -
 
 
 def project_root(root: Path | None) -> Path:
-    """The project root: ``root`` as given (relative stays relative), else the git top level of the cwd."""
+    """The project root: ``root`` as given (relative stays relative), else the git top level of the cwd.
+
+    A given root is checked (paths.check_folder): a file, /proc/self, a name over the system's
+    limit or a symlink loop is one line and exit 2, not an OSError traceback later."""
     if root is not None:
-        return root
+        from recipe_ledger.paths import check_folder
+
+        return check_folder(root, "--root")
     from recipe_ledger.ledger.gitinfo import top_level
 
     return top_level(Path.cwd())
 
 
-def under_root(root: Path, path: Path) -> Path:
-    """An output folder (``--out``) taken relative to the project root (as dvc runs it), unless absolute."""
-    return path if path.is_absolute() else root / path
+def under_root(root: Path, path: Path, what: str = "--out") -> Path:
+    """An output folder (``--out``) taken relative to the project root (as dvc runs it), unless absolute;
+    checked like --root (paths.check_folder)."""
+    from recipe_ledger.paths import check_folder
+
+    return check_folder(path if path.is_absolute() else root / path, what)
 
 
 def recipes_root(recipes: Path | None, root: Path | None) -> Path:
@@ -94,8 +102,12 @@ _ROOT_HELP = (
     "Project root holding ledger/ and recipes/ (default: the git top level of the current directory)."
 )
 _DIR = click.Path(path_type=Path, file_okay=False)
+# A folder that is checked by paths.check_folder (project_root, under_root), not by click: click's
+# refusal of a file is a usage block, the check's is one line. Shown as DIRECTORY, as before.
+FOLDER = click.Path(path_type=Path)
+FOLDER.name = "directory"
 
-root_option = click.option("--root", type=_DIR, default=None, callback=_resolve_root, help=_ROOT_HELP)
+root_option = click.option("--root", type=FOLDER, default=None, callback=_resolve_root, help=_ROOT_HELP)
 
 
 def recipes_option(command: F) -> F:
