@@ -124,20 +124,23 @@ def write_json(path: Path, document: Mapping[str, Any]) -> None:
 LOG_SUFFIX = ".log"
 
 
-def redact_logs(folder: Path) -> list[Path]:
+def redact_logs(folder: Path, launched_env: Mapping[str, str] | None = None) -> list[Path]:
     """Rewrite every ``*.log`` under the run folder redacted; return those that changed.
 
     A log whose hash a record pins (``raw_file``: the ``command`` instrument's stdout) is left as
     it is, since rewriting it would break the hash; the server and client logs are pinned by
     nothing. A log that is not UTF-8 is redacted with its odd bytes replaced: a log is for
-    reading, and a secret must not survive in it."""
+    reading, and a secret must not survive in it. ``launched_env`` is the environment the servers
+    were given (the arms' env): a value of a secret-named variable there is hunted verbatim too,
+    since a server may print it without its name."""
+    environ = {**os.environ, **(launched_env or {})}
     pinned = _pinned_files(folder)
     changed = []
     for path in sorted(folder.rglob(f"*{LOG_SUFFIX}")):
         if not path.is_file() or path.is_symlink() or path.relative_to(folder).as_posix() in pinned:
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
-        clean = redact_text(text)
+        clean = redact_text(text, environ=environ)
         if clean != text:
             _write_atomic(path, clean)
             changed.append(path)

@@ -137,7 +137,10 @@ def _logs_redacted_after(ctx: runner.RunContext) -> Iterator[None]:
     try:
         yield
     finally:
-        runs.redact_logs(ctx.run_dir)
+        # Prefixed per arm so that two arms setting one variable to different values keep both.
+        arms = enumerate(ctx.plan.arms.values())
+        launched = {f"ARM{i}_{name}": value for i, arm in arms for name, value in arm.env.items()}
+        runs.redact_logs(ctx.run_dir, launched)
 
 
 def _started(
