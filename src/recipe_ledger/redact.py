@@ -141,7 +141,7 @@ def is_secret_name(name: str, value: object = None, *, extra: frozenset[str] = f
     words = _words(name)
     if not words or name.strip("-").lower() in _SHELL_PATHS:
         return False
-    if extra and (name.strip("-").lower() in extra or any(w in extra for w in words)):
+    if extra and _listed(name.strip("-").lower(), words, extra):
         return True
     last = words[-1]
     qualified = len(words) > 1 and last in _QUALIFIERS and words[-2] in _SECRET_WORDS
@@ -151,6 +151,11 @@ def is_secret_name(name: str, value: object = None, *, extra: frozenset[str] = f
     if not inside:
         return False
     return value is None or not (isinstance(value, (str, int, float)) and _harmless(value))
+
+
+def _listed(lowered: str, words: list[str], extra: frozenset[str]) -> bool:
+    """A user-listed entry names this variable: the whole name, its tail (``ARM0_LAB_DSN``), or a word."""
+    return any(lowered == e or lowered.endswith("_" + e) or e in words for e in extra)
 
 
 def _harmless(value: str | int | float) -> bool:

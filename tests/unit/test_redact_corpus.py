@@ -284,3 +284,14 @@ def test_no_needle_in_what_mlflow_would_receive(project, tmp_path):
     (folder / "raw" / "client.log").write_text(HOSTILE, encoding="utf-8")  # written after the run ended
     stage_redacted(folder, ["raw/client.log", runs.PLAN], staged)
     assert _found("".join(p.read_text(encoding="utf-8") for p in staged.rglob("*") if p.is_file())) == []
+
+
+def test_a_user_listed_name_is_hidden_whole_as_a_word_or_as_a_tail(monkeypatch):
+    monkeypatch.setenv(USER_NAMES_ENV, "LAB_DSN, conn")
+    env = {"LAB_DSN": "v1", "ARM0_LAB_DSN": "v2", "DB_CONN_URL": "v3", "LAB_DSNX": "v4"}
+    assert redact_env(env, environ={}) == {
+        "LAB_DSN": MARK,
+        "ARM0_LAB_DSN": MARK,
+        "DB_CONN_URL": MARK,
+        "LAB_DSNX": "v4",
+    }

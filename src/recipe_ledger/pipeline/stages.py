@@ -7,8 +7,7 @@ run leaves exactly one entry. Progress and notices go to one ``events`` callback
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,7 +97,7 @@ def run_experiment(
     RunInterrupted (exit 130), each after writing its failure entry; a dirty tree is refused
     (StateError) before anything is written."""
     ctx = _started(spec_path, repo, writer, options, release_lookup, events)
-    with _logs_redacted_after(ctx), recording_failure(ctx, "calibration") as tracker:
+    with recording_failure(ctx, "calibration") as tracker:
         cals, inline = runner.calibrations(ctx)
         if inline:  # the noise is known only now: say what the bars can see before measuring
             for line in power_lines(power_plans(ctx.plan, lambda i, m: cals.get((i, m)))):
@@ -124,23 +123,10 @@ def calibrate_experiment(
 ) -> list[dict]:
     """`ledger calibrate`: A/A launches of the control; one calibration entry per bar metric."""
     ctx = _started(spec_path, repo, writer, options, release_lookup, events)
-    with _logs_redacted_after(ctx), recording_failure(ctx, "calibration"):
+    with recording_failure(ctx, "calibration"):
         records, _ = runner.calibrate_inline(ctx)
         runner.write_records(ctx.run_dir / runs.CALIBRATION, records)
         return list(runner.record_calibrations(ctx, records).values())
-
-
-@contextmanager
-def _logs_redacted_after(ctx: runner.RunContext) -> Iterator[None]:
-    """The servers' and clients' logs, parsed as written while the run lasts, redacted once it ends
-    (completed, failed or interrupted): the run folder is committed as evidence/."""
-    try:
-        yield
-    finally:
-        # Prefixed per arm so that two arms setting one variable to different values keep both.
-        arms = enumerate(ctx.plan.arms.values())
-        launched = {f"ARM{i}_{name}": value for i, arm in arms for name, value in arm.env.items()}
-        runs.redact_logs(ctx.run_dir, launched)
 
 
 def _started(
