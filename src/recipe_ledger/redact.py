@@ -44,6 +44,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from functools import lru_cache, partial
 from typing import Any
 
 MARK = "[REDACTED]"
@@ -138,19 +139,31 @@ def is_secret_name(name: str, value: object = None, *, extra: frozenset[str] = f
 
     ``value`` (when known) exempts numbers and booleans under names that only hold a secret word
     in the middle; ``extra`` adds user-listed words or whole names (lower case)."""
+    kind = _name_kind(name, extra)
+    if kind != _INSIDE:
+        return kind == _ALWAYS
+    return value is None or not (isinstance(value, (str, int, float)) and _harmless(value))
+
+
+_NEVER, _INSIDE, _ALWAYS = 0, 1, 2
+
+
+@lru_cache(maxsize=1 << 14)
+def _name_kind(name: str, extra: frozenset[str]) -> int:
+    """How ``name`` reads, cached: the same keys come back in every entry (the cost of a site build)."""
     words = _words(name)
-    if not words or name.strip("-").lower() in _SHELL_PATHS:
-        return False
-    if extra and _listed(name.strip("-").lower(), words, extra):
-        return True
+    lowered = name.strip("-").lower()
+    if not words or lowered in _SHELL_PATHS:
+        return _NEVER
+    if extra and _listed(lowered, words, extra):
+        return _ALWAYS
     last = words[-1]
     qualified = len(words) > 1 and last in _QUALIFIERS and words[-2] in _SECRET_WORDS
     if last in _SECRET_WORDS or _GLUED.search(last) or qualified:
-        return True
-    inside = any(w in _SECRET_WORDS for w in words) or any(_GLUED.search(w) for w in words)
-    if not inside:
-        return False
-    return value is None or not (isinstance(value, (str, int, float)) and _harmless(value))
+        return _ALWAYS
+    if any(w in _SECRET_WORDS for w in words) or any(_GLUED.search(w) for w in words):
+        return _INSIDE
+    return _NEVER
 
 
 def _listed(lowered: str, words: list[str], extra: frozenset[str]) -> bool:
@@ -185,32 +198,15 @@ class _Rules:
 
     def __init__(self, environ: Mapping[str, str] | None):
         env = os.environ if environ is None else environ
-        self.literals = secret_values(env)
+        self.literals = tuple(secret_values(env))
         self.extra = _user_names(env) | _user_names()
 
     def text(self, text: str) -> str:
-        for value in self.literals:
-            text = text.replace(value, MARK)
-        text = _PEM_RE.sub(MARK, text)
-        text = _TOKEN_RE.sub(MARK, text)
-        text = _URL_USERINFO_RE.sub(lambda m: f"{m.group(1)}:{MARK}@", text)
-        text = _AUTH_HEADER_RE.sub(_auth_header, text)
-        text = _BEARER_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}{MARK}", text)
-        text = _PAIR_RE.sub(self._pair, text)
-        return _FLAG_RE.sub(self._pair, text)
-
-    def _pair(self, match: re.Match[str]) -> str:
-        key, sep, value = match.group(1), match.group(2), match.group(3)
-        bare_key = key.strip("\"'")
-        inner = value.strip("\"'")
-        if inner == MARK or inner.lower() in ("bearer", "basic", "token", "digest", "negotiate"):
-            return match.group(0)
-        if sep.strip() == ":" and bare_key.lower() in _PROSE_WORDS and _PROSE_VALUE.fullmatch(value):
-            return match.group(0)  # "key: the" is a sentence; a credential is not a plain word
-        if not is_secret_name(bare_key, inner, extra=self.extra):
-            return match.group(0)
-        quote = value[0] if value[:1] in ("'", '"') and value[-1:] == value[:1] and len(value) > 1 else ""
-        return f"{key}{sep}{quote}{MARK}{quote}"
+        if len(text) < _SHORTEST:
+            return text
+        if len(text) > _CACHED_UP_TO:
+            return _redact_string(text, self.literals, self.extra)
+        return _redact_cached(text, self.literals, self.extra)
 
     def env(self, env: Mapping[str, str]) -> dict[str, str]:
         return {
@@ -250,6 +246,39 @@ class _Rules:
                 and is_secret_name(item, extra=self.extra)
             )
         return out
+
+
+_SHORTEST = 5  # nothing shorter holds a credential this module can recognise ("k=v1" is not one)
+_CACHED_UP_TO = 4096  # argv items, env values, names, titles: they repeat across entries
+
+
+def _redact_string(text: str, literals: tuple[str, ...], extra: frozenset[str]) -> str:
+    for value in literals:
+        text = text.replace(value, MARK)
+    text = _PEM_RE.sub(MARK, text)
+    text = _TOKEN_RE.sub(MARK, text)
+    text = _URL_USERINFO_RE.sub(lambda m: f"{m.group(1)}:{MARK}@", text)
+    text = _AUTH_HEADER_RE.sub(_auth_header, text)
+    text = _BEARER_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}{MARK}", text)
+    pair = partial(_pair, extra=extra)
+    return _FLAG_RE.sub(pair, _PAIR_RE.sub(pair, text))
+
+
+_redact_cached = lru_cache(maxsize=1 << 16)(_redact_string)
+
+
+def _pair(match: re.Match[str], *, extra: frozenset[str]) -> str:
+    key, sep, value = match.group(1), match.group(2), match.group(3)
+    bare_key = key.strip("\"'")
+    inner = value.strip("\"'")
+    if inner == MARK or inner.lower() in ("bearer", "basic", "token", "digest", "negotiate"):
+        return match.group(0)
+    if sep.strip() == ":" and bare_key.lower() in _PROSE_WORDS and _PROSE_VALUE.fullmatch(value):
+        return match.group(0)  # "key: the" is a sentence; a credential is not a plain word
+    if not is_secret_name(bare_key, inner, extra=extra):
+        return match.group(0)
+    quote = value[0] if value[:1] in ("'", '"') and value[-1:] == value[:1] and len(value) > 1 else ""
+    return f"{key}{sep}{quote}{MARK}{quote}"
 
 
 def _auth_header(match: re.Match[str]) -> str:
