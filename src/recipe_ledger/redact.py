@@ -81,7 +81,15 @@ _SHELL_PATHS = frozenset({"pwd", "oldpwd"})
 # Long compound words that hold a secret word without a separator (HFTOKEN, MYAPIKEY, DBPASSWORD).
 _GLUED = re.compile(r"(?:token|secret|passw(?:or)?d|apikey|credentials?)$", re.IGNORECASE)
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
-_HARMLESS_VALUE = re.compile(r"[+-]?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|yes|no|on|off|none|null|", re.I)
+# A number, a boolean, or the start of a structure (`[`, `{`: its contents are scanned on their own).
+_HARMLESS_VALUE = re.compile(
+    r"[+-]?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|yes|no|on|off|none|null|[\[\]{}(),\d.\s]*", re.I
+)
+# Last words that also count things in a serving log (`#new-token: 5`, `kv_cache_key: 3`): under
+# them a plain integer is a count, never a credential. PASSWORD, SECRET... keep hiding digits (a PIN).
+_COUNT_WORDS = frozenset({"token", "key", "session"})
+_UNSET = re.compile(r"none|null|nil|true|false|<redacted>|\*+|[\[{].*", re.I | re.S)
+_COUNT = re.compile(r"[+-]?\d{1,12}(?:\.\d+)?(?:[eE][+-]?\d+)?")
 
 # Credential shapes of the services a serving lab touches. Each is anchored on a vendor prefix so
 # ordinary hex digests (git, sha256) are never mistaken for a token.
@@ -114,10 +122,10 @@ _BEARER_RE = re.compile(r"(?i)\b(bearer)(\s+)([A-Za-z0-9._~+/=\-]{16,})")
 # name rule (is_secret_name) in the callback, not by these patterns.
 _PAIR_RE = re.compile(
     r"(?<![A-Za-z0-9_.\-])(-{0,2}[\"']?[A-Za-z_][A-Za-z0-9_.\-]*[\"']?)(\s*[:=]\s*)"
-    r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;&]+)"
+    r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;&<>]+)"
 )
 _FLAG_RE = re.compile(
-    r"(?<![A-Za-z0-9_.\-])(--?[A-Za-z][A-Za-z0-9_.\-]*)(\s+)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\-][^\s]*)"
+    r"(?<![A-Za-z0-9_.\-])(--?[A-Za-z][A-Za-z0-9_.\-]*)(\s+)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\-\"',;<>][^\s\"',;<>]*)"
 )
 # Secret values shorter than this are not hunted for verbatim: replacing every "1" would be noise.
 _MIN_LITERAL = 8
@@ -140,9 +148,27 @@ def is_secret_name(name: str, value: object = None, *, extra: frozenset[str] = f
     ``value`` (when known) exempts numbers and booleans under names that only hold a secret word
     in the middle; ``extra`` adds user-listed words or whole names (lower case)."""
     kind = _name_kind(name, extra)
+    if kind == _NEVER or _is_unset(value) or (kind == _ALWAYS and _is_count(name, value)):
+        return False
     if kind != _INSIDE:
         return kind == _ALWAYS
     return value is None or not (isinstance(value, (str, int, float)) and _harmless(value))
+
+
+def _is_unset(value: object) -> bool:
+    """No value at all (`'api_key': None` in a server's printed config), or the opening of a
+    structure whose contents are scanned on their own: nothing to hide here."""
+    return isinstance(value, bool) or (isinstance(value, str) and _UNSET.fullmatch(value.strip()) is not None)
+
+
+def _is_count(name: str, value: object) -> bool:
+    """A number under a name whose last word also counts things (`#new-token: 5`, `ms_per_token: 3.3`)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return False
+    if not _COUNT.fullmatch(str(value).strip()):
+        return False
+    words = _words(name)
+    return bool(words) and words[-1] in _COUNT_WORDS
 
 
 _NEVER, _INSIDE, _ALWAYS = 0, 1, 2
@@ -270,7 +296,7 @@ _redact_cached = lru_cache(maxsize=1 << 16)(_redact_string)
 def _pair(match: re.Match[str], *, extra: frozenset[str]) -> str:
     key, sep, value = match.group(1), match.group(2), match.group(3)
     bare_key = key.strip("\"'")
-    inner = value.strip("\"'")
+    inner = value.strip("\"'").rstrip(")]}")  # `'ms_per_token': 3.3}` is judged by its 3.3
     if inner == MARK or inner.lower() in ("bearer", "basic", "token", "digest", "negotiate"):
         return match.group(0)
     if sep.strip() == ":" and bare_key.lower() in _PROSE_WORDS and _PROSE_VALUE.fullmatch(value):

@@ -25,7 +25,7 @@ from recipe_ledger.site import build_site
 from recipe_ledger.tables import write_tables
 from recipe_ledger.tracking import entry_spec, stage_redacted
 
-from helpers.projects import make_project
+from helpers.projects import REPO, make_project
 
 # kind -> (the text as planted, the needle that must never come out)
 KINDS: dict[str, tuple[str, str]] = {
@@ -125,10 +125,27 @@ def test_argv_lists_and_env_mappings_hide_every_value_that_looks_secret():
         "the draft model proposes one token per step; per token: the algorithm, not a flag",
         "sha256:" + "ab" * 32,
         "https://huggingface.co/org/model and ssh://git@github.com/org/repo",
+        "Decode batch, #running-req: 1, #token: 48, #new-token: 5, #pending-token: 0",  # SGLang's log
+        "server_args={'api_key': None, 'enable_streaming_session': False, 'ms_per_token': 3.3}",
+        "<li><code>--long-prefill-token-threshold 6144</code></li>",
+        '["--long-prefill-token-threshold 6144", "--max-num-seqs 16"]',
     ],
 )
 def test_what_is_not_a_secret_stays_readable(text):
     assert redact_text(text, environ={}) == text
+
+
+@pytest.mark.parametrize("folder", ["evidence", "ledger", "tables"])
+def test_the_committed_record_reads_the_same_through_the_redactor(folder):
+    """No false positive on real output: server logs (vLLM's and SGLang's printed configs), every
+    ledger line, every table. A change here means a rule now hides something that is not a secret."""
+    changed = []
+    for path in sorted((REPO / folder).rglob("*")):
+        if path.is_file() and path.suffix in (".log", ".json", ".jsonl", ".csv", ".md"):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if redact_text(text, environ={}) != text:
+                changed.append(str(path.relative_to(REPO)))
+    assert changed == []
 
 
 def test_a_name_holding_a_secret_word_in_the_middle_keeps_a_count_and_hides_a_credential():
