@@ -149,6 +149,15 @@ def test_a_bad_out_is_one_line_and_exit_2(tmp_path, odd_folders, kind, command):
     assert len(lines) == 1 and "--out" in lines[0], lines
 
 
+@pytest.mark.parametrize("kind", ["/proc/self", "symlink loop", "a file"])
+@pytest.mark.parametrize("option", ["--root", "--recipes"])
+def test_a_bad_recipes_or_root_on_recipe_commands_is_one_line_and_exit_2(odd_folders, kind, option):
+    result = CliRunner().invoke(main, ["recipe", "list", option, odd_folders[kind]])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and option in lines[0], lines
+
+
 def test_check_folder_accepts_a_folder_that_does_not_exist_yet(tmp_path):
     assert check_folder(tmp_path / "new" / "site", "--out") == tmp_path / "new" / "site"
 

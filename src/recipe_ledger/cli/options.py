@@ -57,12 +57,15 @@ def recipes_root(recipes: Path | None, root: Path | None) -> Path:
     folder holding recipes/models/), which is the git top level's recipes/ in a checkout and still
     works in an unpacked copy without git.
     """
+    from recipe_ledger.paths import check_folder
+
     if recipes is not None:
-        return recipes
+        return check_folder(recipes, "--recipes")
     if root is None:
         from recipe_ledger.recipes.catalog import default_root
 
         return default_root()
+    check_folder(root, "--root")
     if not (root / "recipes").is_dir() and (root / "taxonomy.yaml").is_file():
         # The old meaning of --root on recipe commands: say what changed rather than "no recipes root".
         raise InputError(
@@ -101,7 +104,6 @@ def _resolve_writer(ctx: click.Context, _param: click.Parameter, value: str | No
 _ROOT_HELP = (
     "Project root holding ledger/ and recipes/ (default: the git top level of the current directory)."
 )
-_DIR = click.Path(path_type=Path, file_okay=False)
 # A folder that is checked by paths.check_folder (project_root, under_root), not by click: click's
 # refusal of a file is a usage block, the check's is one line. Shown as DIRECTORY, as before.
 FOLDER = click.Path(path_type=Path)
@@ -118,14 +120,14 @@ def recipes_option(command: F) -> F:
     """
     command = click.option(
         "--recipes",
-        type=_DIR,
+        type=FOLDER,
         default=None,
         callback=_resolve_recipes,
         help="Recipes root (models/, taxonomy.yaml, strategies/, boxes/). Default: the project's recipes/.",
     )(command)
     return click.option(
         "--root",
-        type=_DIR,
+        type=FOLDER,
         default=None,
         is_eager=True,
         expose_value=False,
