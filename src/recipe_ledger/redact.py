@@ -32,7 +32,12 @@ listed, comma-separated, in ``$RECIPE_LEDGER_REDACT_NAMES`` (e.g. ``DSN,LAB_CONN
   a boolean: a count or a switch is never a credential, and a real secret is never a bare number
   of that kind (a PIN would be, and it is not what a serving lab puts in an environment).
 - ``PWD`` and ``OLDPWD`` themselves are the shell's working directories, not passwords.
-- A name listed in ``$RECIPE_LEDGER_REDACT_NAMES`` is hidden whatever its value.
+- A name listed in ``$RECIPE_LEDGER_REDACT_NAMES`` (the whole name, its tail, or a word) is hidden.
+- No value is nothing to hide: ``None``, ``null``, booleans, an opening ``[``/``{`` (the contents of a
+  structure are scanned on their own); and under a last word that also counts things in a serving
+  log (``TOKEN``, ``KEY``, ``SESSION``: ``#new-token: 5``, ``ms_per_token: 3.3``) a number is a count.
+  ``tests/unit/test_redact_corpus.py`` reads the committed evidence logs, ledger and tables through
+  the redactor: none of it may change (no false positive on real output).
 
 Redaction errs on the side of hiding: a false positive costs a readable value, a false negative
 publishes a credential into an append-only, git-committed record that can never be edited.
