@@ -262,20 +262,17 @@ class _Rules:
         return self.obj(value)
 
     def _sequence(self, items: list | tuple) -> list[Any]:
-        # An argv: ["--password", "X"] hides X, as "--password X" does in text.
+        # An argv: ["--password", "X"] hides X, as "--password X" does in text; the flag is judged
+        # with its value, so ["--long-prefill-token-threshold", "6144"] stays.
         out: list[Any] = []
-        hide_next = False
+        flag: str | None = None
         for item in items:
-            if hide_next and isinstance(item, str) and not item.startswith("-"):
+            value_of_flag = isinstance(item, str) and not item.startswith("-")
+            if flag is not None and value_of_flag and is_secret_name(flag, item, extra=self.extra):
                 out.append(MARK)
             else:
                 out.append(self.obj(item))
-            hide_next = (
-                isinstance(item, str)
-                and item.startswith("-")
-                and "=" not in item
-                and is_secret_name(item, extra=self.extra)
-            )
+            flag = item if isinstance(item, str) and item.startswith("-") and "=" not in item else None
         return out
 
 

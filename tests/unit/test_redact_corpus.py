@@ -106,6 +106,14 @@ def test_each_kind_is_redacted_from_text(kind):
     assert out.startswith("before ") and out.endswith(" after")  # only the secret goes
 
 
+def test_an_argv_flag_is_judged_with_its_value():
+    argv = ["--long-prefill-token-threshold", "6144", "--hf-token", "plainvalue", "--session-key", "7"]
+    assert redact_obj(argv, environ={}) == ["--long-prefill-token-threshold", "6144", "--hf-token", MARK] + [
+        "--session-key",
+        "7",
+    ]
+
+
 def test_argv_lists_and_env_mappings_hide_every_value_that_looks_secret():
     redacted = redact_obj({"argv": ARGV, "env": ENV}, environ={})
     text = json.dumps(redacted)
@@ -135,15 +143,18 @@ def test_what_is_not_a_secret_stays_readable(text):
     assert redact_text(text, environ={}) == text
 
 
-@pytest.mark.parametrize("folder", ["evidence", "ledger", "tables"])
+@pytest.mark.parametrize("folder", ["evidence", "ledger", "tables", "site"])
 def test_the_committed_record_reads_the_same_through_the_redactor(folder):
     """No false positive on real output: server logs (vLLM's and SGLang's printed configs), every
     ledger line, every table. A change here means a rule now hides something that is not a secret."""
     changed = []
     for path in sorted((REPO / folder).rglob("*")):
-        if path.is_file() and path.suffix in (".log", ".json", ".jsonl", ".csv", ".md"):
+        if path.is_file() and path.suffix in (".log", ".json", ".jsonl", ".csv", ".md", ".html"):
             text = path.read_text(encoding="utf-8", errors="replace")
-            if redact_text(text, environ={}) != text:
+            as_object = path.suffix == ".json" and redact_obj(json.loads(text), environ={}) != json.loads(
+                text
+            )
+            if as_object or redact_text(text, environ={}) != text:
                 changed.append(str(path.relative_to(REPO)))
     assert changed == []
 
