@@ -331,3 +331,19 @@ def test_a_user_listed_name_is_hidden_whole_as_a_word_or_as_a_tail(monkeypatch):
         "DB_CONN_URL": MARK,
         "LAB_DSNX": "v4",
     }
+
+
+def test_logs_are_redacted_after_the_run_except_a_file_whose_hash_a_record_pins(tmp_path):
+    folder = runs.create(tmp_path, "r1")
+    server_log, pinned = folder / "server-control-r1.log", folder / "raw" / "control-p1-r1.stdout.log"
+    for path in (server_log, pinned):
+        path.write_text(f"{HOSTILE}\nthe key is rawValueNoShape99\n", encoding="utf-8")
+    runs.write_records(
+        folder / runs.MEASUREMENTS, [{"arm": "control", "raw_file": "raw/control-p1-r1.stdout.log"}]
+    )
+    changed = runs.redact_logs(folder, {"ARM0_AWS_SECRET_ACCESS_KEY": "rawValueNoShape99"})
+    assert changed == [server_log]
+    assert _found(server_log.read_text()) == [] and "rawValueNoShape99" not in server_log.read_text()
+    assert pinned.read_text().startswith(
+        HOSTILE
+    )  # its sha256 is in the record: rewriting it would break that
