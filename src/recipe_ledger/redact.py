@@ -1,15 +1,43 @@
-"""Keeping secrets out of everything the tool writes (ledger, MLflow, logs, the site).
+"""Keeping secrets out of everything the tool writes (ledger, run folders, MLflow, tables, the site,
+the terminal).
 
 Three entry points, all pure and cheap:
 
 - ``redact_env(env)``: a copy of an environment mapping where the value of every variable whose
-  name looks secret (``*TOKEN*``, ``*KEY*``, ``*SECRET*``, ``*PASSWORD*``, ...) is replaced by a
-  marker, and every other value is passed through ``redact_text``.
-- ``redact_text(text)``: token-shaped strings (``hf_...``, ``ghp_...``, ``github_pat_...``, ``sk-...``,
-  ``AKIA...``, ``xoxb-...``, JWTs, ``Bearer ...``), ``NAME_TOKEN=value`` assignments, ``--api-key value``
-  flags, and the literal values of secret-named variables in the current environment are replaced.
-- ``redact_obj(obj)``: the same over any JSON-like structure; a dict key that names a secret
-  (``hf_token``, ``apiKey``, ``password``) has its string value replaced.
+  name looks secret (see *Names* below) is replaced by a marker, and every other value is passed
+  through ``redact_text``.
+- ``redact_text(text)``: credentials found by their shape or their context are replaced:
+
+  * token shapes: ``hf_...``, ``ghp_...``/``gho_...``, ``github_pat_...``, ``sk-...``, ``AKIA...``/
+    ``ASIA...``, ``xox?-...`` (Slack), ``glpat-...``, ``AIza...``, JWTs, PEM private-key blocks;
+  * URL userinfo: ``https://alice:S3cr3t@host`` becomes ``https://alice:[REDACTED]@host``;
+  * ``Authorization:`` / ``Proxy-Authorization:`` headers (Bearer, Basic, Token, Digest or bare);
+  * ``key=value`` and ``key: value`` pairs (``password: X``, ``token=X``, ``"api_key": "X"``,
+    ``HF_TOKEN=X``) and ``--flag X`` / ``--flag=X`` (``--password X``, ``--hf-token X``), any case,
+    whose key looks secret by the name rule below;
+  * the literal values of secret-named variables of the current environment (a password with no
+    recognisable shape, an AWS secret access key) wherever they appear.
+- ``redact_obj(obj)``: the same over any JSON-like structure; a dict key that looks secret has its
+  string value replaced, and in a list (an argv) the item after a secret-looking flag is replaced.
+
+**Names.** A name (an environment variable, a dict key, a flag, the key of a pair) is split into
+words (``_``, ``-``, ``.``, camelCase). Secret words are ``TOKEN KEY SECRET PASSWORD PASSWD PASS
+PWD CREDENTIAL(S) AUTH AUTHORIZATION COOKIE SESSION PRIVATE APIKEY`` plus the words and names
+listed, comma-separated, in ``$RECIPE_LEDGER_REDACT_NAMES`` (e.g. ``DSN,LAB_CONN_STRING``).
+
+- A name whose **last** word is secret (``HF_TOKEN``, ``MY_PASS``, ``apiKey``) or whose last word
+  qualifies a secret word (``TOKEN_VALUE``, ``API_KEY_B64``) always hides its value.
+- A name with a secret word **elsewhere** (``SGLANG_DSV4_ADAPTIVE_PREFILL_TOKEN_PRODUCT``,
+  ``TOKENIZERS_PARALLELISM``, ``MAX_TOKEN_COUNT``) hides its value unless the value is a number or
+  a boolean: a count or a switch is never a credential, and a real secret is never a bare number
+  of that kind (a PIN would be, and it is not what a serving lab puts in an environment).
+- ``PWD`` and ``OLDPWD`` themselves are the shell's working directories, not passwords.
+- A name listed in ``$RECIPE_LEDGER_REDACT_NAMES`` (the whole name, its tail, or a word) is hidden.
+- No value is nothing to hide: ``None``, ``null``, booleans, an opening ``[``/``{`` (the contents of a
+  structure are scanned on their own); and under a last word that also counts things in a serving
+  log (``TOKEN``, ``KEY``, ``SESSION``: ``#new-token: 5``, ``ms_per_token: 3.3``) a number is a count.
+  ``tests/unit/test_redact_corpus.py`` reads the committed evidence logs, ledger and tables through
+  the redactor: none of it may change (no false positive on real output).
 
 Redaction errs on the side of hiding: a false positive costs a readable value, a false negative
 publishes a credential into an append-only, git-committed record that can never be edited.
@@ -21,19 +49,52 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from functools import lru_cache, partial
 from typing import Any
 
 MARK = "[REDACTED]"
+USER_NAMES_ENV = "RECIPE_LEDGER_REDACT_NAMES"
 
-# Environment names are matched as the issue states them: a glob on the whole name.
-_SECRET_ENV_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-
-# Object keys and CLI flags are matched on their last word so that `tokenizer`,
-# `num_speculative_tokens` or `long_prefill_token_threshold` stay readable.
 _SECRET_WORDS = frozenset(
-    {"token", "key", "secret", "password", "passwd", "apikey", "credential", "credentials", "auth"}
+    {
+        "token",
+        "key",
+        "secret",
+        "password",
+        "passwd",
+        "pass",
+        "pwd",
+        "apikey",
+        "credential",
+        "credentials",
+        "auth",
+        "authorization",
+        "cookie",
+        "session",
+        "private",
+        "privatekey",
+        "accesskey",
+        "passphrase",
+    }
 )
+# A last word that only qualifies the secret before it: HF_TOKEN_VALUE, API_KEY_B64, SESSION_ID.
+# Words that are also ordinary English: "token: the algorithm" is prose, "token: hf_x..." is not.
+_PROSE_WORDS = frozenset({"token", "key", "pass", "auth", "session", "private", "cookie"})
+_PROSE_VALUE = re.compile(r"[a-z]{1,12}")
+_QUALIFIERS = frozenset({"value", "id", "b64", "base64", "str", "string", "data", "raw", "hash"})
+_SHELL_PATHS = frozenset({"pwd", "oldpwd"})
+# Long compound words that hold a secret word without a separator (HFTOKEN, MYAPIKEY, DBPASSWORD).
+_GLUED = re.compile(r"(?:token|secret|passw(?:or)?d|apikey|credentials?)$", re.IGNORECASE)
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+# A number, a boolean, or the start of a structure (`[`, `{`: its contents are scanned on their own).
+_HARMLESS_VALUE = re.compile(
+    r"[+-]?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|yes|no|on|off|none|null|[\[\]{}(),\d.\s]*", re.I
+)
+# Last words that also count things in a serving log (`#new-token: 5`, `kv_cache_key: 3`): under
+# them a plain integer is a count, never a credential. PASSWORD, SECRET... keep hiding digits (a PIN).
+_COUNT_WORDS = frozenset({"token", "key", "session"})
+_UNSET = re.compile(r"none|null|nil|true|false|<redacted>|\*+|[\[{].*", re.I | re.S)
+_COUNT = re.compile(r"[+-]?\d{1,12}(?:\.\d+)?(?:[eE][+-]?\d+)?")
 
 # Credential shapes of the services a serving lab touches. Each is anchored on a vendor prefix so
 # ordinary hex digests (git, sha256) are never mistaken for a token.
@@ -43,86 +104,226 @@ _TOKEN_SHAPES = [
     r"github_pat_[A-Za-z0-9_]{20,}",
     r"sk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_\-]{20,}",
     r"(?:AKIA|ASIA)[0-9A-Z]{16}",
-    r"xox[abposr]-[A-Za-z0-9-]{10,}",
+    r"xox[abposre]-[A-Za-z0-9-]{10,}",
     r"glpat-[A-Za-z0-9_\-]{20,}",
+    r"AIza[0-9A-Za-z_\-]{35}",
     r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # JWT: header.payload.sig
 ]
 _TOKEN_RE = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(_TOKEN_SHAPES) + r")")
-_BEARER_RE = re.compile(r"(?i)\b(bearer)(\s+)([A-Za-z0-9._~+/=\-]{16,})")
-# NAME=value where NAME is an environment-style name that looks secret (HF_TOKEN=..., -e API_KEY=...).
-_ENV_ASSIGN_RE = re.compile(
-    r"\b([A-Z][A-Z0-9_]*(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)[A-Z0-9_]*)=(\"[^\"]*\"|'[^']*'|\S+)"
+# A PEM private key, whole; in JSON text its newlines are the two characters "\n", which .*? spans.
+_PEM_RE = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?"
+    r"(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+    re.DOTALL,
 )
-# --hf-token X, --api-key=X: a flag whose *last* word names a secret, so that
-# --long-prefill-token-threshold or --max-num-batched-tokens stay as they are.
+# scheme://user:password@host: the password goes, the user stays (it says whose access it was).
+_URL_USERINFO_RE = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/\s:@\"'<>]*):([^/\s@\"'<>]+)@")
+_AUTH_HEADER_RE = re.compile(
+    r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)(?:(bearer|basic|token|digest|negotiate)\s+)?"
+    r"([^\s\"',;]+)"
+)
+_BEARER_RE = re.compile(r"(?i)\b(bearer)(\s+)([A-Za-z0-9._~+/=\-]{16,})")
+# key=value, key: value, "key": "value", --key=value; then --key value. The key is judged by the
+# name rule (is_secret_name) in the callback, not by these patterns.
+_PAIR_RE = re.compile(
+    r"(?<![A-Za-z0-9_.\-])(-{0,2}[\"']?[A-Za-z_][A-Za-z0-9_.\-]*[\"']?)(\s*[:=]\s*)"
+    r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;&<>]+)"
+)
 _FLAG_RE = re.compile(
-    r"(--(?:[a-z0-9]+-)*(?:token|key|secret|password|passwd|apikey))(=|\s+)"
-    r"(\"[^\"]*\"|'[^']*'|[^\s-][^\s]*)"
+    r"(?<![A-Za-z0-9_.\-])(--?[A-Za-z][A-Za-z0-9_.\-]*)(\s+)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\-\"',;<>][^\s\"',;<>]*)"
 )
 # Secret values shorter than this are not hunted for verbatim: replacing every "1" would be noise.
 _MIN_LITERAL = 8
 
 
-def is_secret_env_name(name: str) -> bool:
-    """True for environment variable names the issue calls secret (*TOKEN*, *KEY*, ...)."""
-    return bool(_SECRET_ENV_NAME.search(name))
+def _words(name: str) -> list[str]:
+    return [w.lower() for w in _WORD_SPLIT.split(name) if w]
 
 
-def is_secret_key(key: str) -> bool:
-    """True for a dict key or option name whose last word names a secret (``hf_token``, ``apiKey``)."""
-    words = [w.lower() for w in _WORD_SPLIT.split(key) if w]
-    return bool(words) and words[-1] in _SECRET_WORDS
+def _user_names(environ: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The extra words/names of $RECIPE_LEDGER_REDACT_NAMES (lower case)."""
+    env = os.environ if environ is None else environ
+    raw = env.get(USER_NAMES_ENV, "")
+    return frozenset(part.strip().lower() for part in raw.split(",") if part.strip())
+
+
+def is_secret_name(name: str, value: object = None, *, extra: frozenset[str] = frozenset()) -> bool:
+    """Whether the value of ``name`` (an env name, dict key, flag or pair key) must be hidden.
+
+    ``value`` (when known) exempts numbers and booleans under names that only hold a secret word
+    in the middle; ``extra`` adds user-listed words or whole names (lower case)."""
+    kind = _name_kind(name, extra)
+    if kind == _NEVER or _is_unset(value) or (kind == _ALWAYS and _is_count(name, value)):
+        return False
+    if kind != _INSIDE:
+        return kind == _ALWAYS
+    return value is None or not (isinstance(value, (str, int, float)) and _harmless(value))
+
+
+def _is_unset(value: object) -> bool:
+    """No value at all (`'api_key': None` in a server's printed config), or the opening of a
+    structure whose contents are scanned on their own: nothing to hide here."""
+    return isinstance(value, bool) or (isinstance(value, str) and _UNSET.fullmatch(value.strip()) is not None)
+
+
+def _is_count(name: str, value: object) -> bool:
+    """A number under a name whose last word also counts things (`#new-token: 5`, `ms_per_token: 3.3`)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return False
+    if not _COUNT.fullmatch(str(value).strip()):
+        return False
+    words = _words(name)
+    return bool(words) and words[-1] in _COUNT_WORDS
+
+
+_NEVER, _INSIDE, _ALWAYS = 0, 1, 2
+
+
+@lru_cache(maxsize=1 << 14)
+def _name_kind(name: str, extra: frozenset[str]) -> int:
+    """How ``name`` reads, cached: the same keys come back in every entry (the cost of a site build)."""
+    words = _words(name)
+    lowered = name.strip("-").lower()
+    if not words or lowered in _SHELL_PATHS:
+        return _NEVER
+    if extra and _listed(lowered, words, extra):
+        return _ALWAYS
+    last = words[-1]
+    qualified = len(words) > 1 and last in _QUALIFIERS and words[-2] in _SECRET_WORDS
+    if last in _SECRET_WORDS or _GLUED.search(last) or qualified:
+        return _ALWAYS
+    if any(w in _SECRET_WORDS for w in words) or any(_GLUED.search(w) for w in words):
+        return _INSIDE
+    return _NEVER
+
+
+def _listed(lowered: str, words: list[str], extra: frozenset[str]) -> bool:
+    """A user-listed entry names this variable: the whole name, its tail (``ARM0_LAB_DSN``), or a word."""
+    return any(lowered == e or lowered.endswith("_" + e) or e in words for e in extra)
+
+
+def _harmless(value: str | int | float) -> bool:
+    return isinstance(value, (int, float)) or _HARMLESS_VALUE.fullmatch(value.strip()) is not None
+
+
+def is_secret_env_name(name: str, value: object = None) -> bool:
+    """True for environment variable names whose value is hidden (see the module's *Names*)."""
+    return is_secret_name(name, value, extra=_user_names())
+
+
+def is_secret_key(key: str, value: object = None) -> bool:
+    """True for a dict key or option name that looks secret (``hf_token``, ``apiKey``, ``password``)."""
+    return is_secret_name(key, value, extra=_user_names())
 
 
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     """Values of secret-named variables in ``environ`` (default: this process), longest first."""
     env = os.environ if environ is None else environ
-    found = {v for k, v in env.items() if is_secret_env_name(k) and len(v) >= _MIN_LITERAL}
+    extra = _user_names(env)
+    found = {v for k, v in env.items() if len(v) >= _MIN_LITERAL and is_secret_name(k, v, extra=extra)}
     return sorted(found, key=len, reverse=True)
+
+
+class _Rules:
+    """What one redaction call needs from the environment, read once: literal values, user names."""
+
+    def __init__(self, environ: Mapping[str, str] | None):
+        env = os.environ if environ is None else environ
+        self.literals = tuple(secret_values(env))
+        self.extra = _user_names(env) | _user_names()
+
+    def text(self, text: str) -> str:
+        if len(text) < _SHORTEST:
+            return text
+        if len(text) > _CACHED_UP_TO:
+            return _redact_string(text, self.literals, self.extra)
+        return _redact_cached(text, self.literals, self.extra)
+
+    def env(self, env: Mapping[str, str]) -> dict[str, str]:
+        return {
+            name: MARK if is_secret_name(name, value, extra=self.extra) else self.text(str(value))
+            for name, value in env.items()
+        }
+
+    def obj(self, obj: Any) -> Any:
+        if isinstance(obj, str):
+            return self.text(obj)
+        if isinstance(obj, Mapping):
+            return {key: self._item(str(key), value) for key, value in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(self._sequence(obj))
+        return obj
+
+    def _item(self, key: str, value: Any) -> Any:
+        # Only string values of secret-named keys are hidden whole: a number under a `max_tokens`-like
+        # key is never a credential, and nested structures are walked instead.
+        if isinstance(value, str) and is_secret_name(key, value, extra=self.extra):
+            return MARK
+        return self.obj(value)
+
+    def _sequence(self, items: list | tuple) -> list[Any]:
+        # An argv: ["--password", "X"] hides X, as "--password X" does in text; the flag is judged
+        # with its value, so ["--long-prefill-token-threshold", "6144"] stays.
+        out: list[Any] = []
+        flag: str | None = None
+        for item in items:
+            value_of_flag = isinstance(item, str) and not item.startswith("-")
+            if flag is not None and value_of_flag and is_secret_name(flag, item, extra=self.extra):
+                out.append(MARK)
+            else:
+                out.append(self.obj(item))
+            flag = item if isinstance(item, str) and item.startswith("-") and "=" not in item else None
+        return out
+
+
+_SHORTEST = 5  # nothing shorter holds a credential this module can recognise ("k=v1" is not one)
+_CACHED_UP_TO = 4096  # argv items, env values, names, titles: they repeat across entries
+
+
+def _redact_string(text: str, literals: tuple[str, ...], extra: frozenset[str]) -> str:
+    for value in literals:
+        text = text.replace(value, MARK)
+    text = _PEM_RE.sub(MARK, text)
+    text = _TOKEN_RE.sub(MARK, text)
+    text = _URL_USERINFO_RE.sub(lambda m: f"{m.group(1)}:{MARK}@", text)
+    text = _AUTH_HEADER_RE.sub(_auth_header, text)
+    text = _BEARER_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}{MARK}", text)
+    pair = partial(_pair, extra=extra)
+    return _FLAG_RE.sub(pair, _PAIR_RE.sub(pair, text))
+
+
+_redact_cached = lru_cache(maxsize=1 << 16)(_redact_string)
+
+
+def _pair(match: re.Match[str], *, extra: frozenset[str]) -> str:
+    key, sep, value = match.group(1), match.group(2), match.group(3)
+    bare_key = key.strip("\"'")
+    inner = value.strip("\"'").rstrip(")]}")  # `'ms_per_token': 3.3}` is judged by its 3.3
+    if inner == MARK or inner.lower() in ("bearer", "basic", "token", "digest", "negotiate"):
+        return match.group(0)
+    if sep.strip() == ":" and bare_key.lower() in _PROSE_WORDS and _PROSE_VALUE.fullmatch(value):
+        return match.group(0)  # "key: the" is a sentence; a credential is not a plain word
+    if not is_secret_name(bare_key, inner, extra=extra):
+        return match.group(0)
+    quote = value[0] if value[:1] in ("'", '"') and value[-1:] == value[:1] and len(value) > 1 else ""
+    return f"{key}{sep}{quote}{MARK}{quote}"
+
+
+def _auth_header(match: re.Match[str]) -> str:
+    scheme = f"{match.group(2)} " if match.group(2) else ""
+    return f"{match.group(1)}{scheme}{MARK}"
 
 
 def redact_text(text: str, *, environ: Mapping[str, str] | None = None) -> str:
     """``text`` with credential-shaped strings and known secret values replaced by ``[REDACTED]``."""
-    return _redact_text(text, secret_values(environ))
-
-
-def _redact_text(text: str, literals: list[str]) -> str:
-    for value in literals:
-        text = text.replace(value, MARK)
-    text = _TOKEN_RE.sub(MARK, text)
-    text = _ENV_ASSIGN_RE.sub(lambda m: f"{m.group(1)}={MARK}", text)
-    text = _FLAG_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}{MARK}", text)
-    return _BEARER_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}{MARK}", text)
+    return _Rules(environ).text(text)
 
 
 def redact_env(env: Mapping[str, str], *, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """A copy of ``env`` with secret-named values hidden and every other value text-redacted."""
-    literals = secret_values(environ)
-    return {
-        name: MARK if is_secret_env_name(name) else _redact_text(str(value), literals)
-        for name, value in env.items()
-    }
+    return _Rules(environ).env(env)
 
 
 def redact_obj(obj: Any, *, environ: Mapping[str, str] | None = None) -> Any:
     """A redacted copy of a JSON-like value (dicts, lists, tuples, strings; other scalars as they are)."""
-    return _redact_obj(obj, secret_values(environ))
-
-
-def _redact_obj(obj: Any, literals: list[str]) -> Any:
-    if isinstance(obj, str):
-        return _redact_text(obj, literals)
-    if isinstance(obj, Mapping):
-        return {key: _redact_item(str(key), value, literals) for key, value in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_redact_obj(item, literals) for item in obj)
-    return obj
-
-
-def _redact_item(key: str, value: Any, literals: list[str]) -> Any:
-    # Only string values of secret-named keys are hidden whole: a number under `max_tokens`-like
-    # keys is never a credential, and nested structures are walked instead. An upper-case key is
-    # an environment name and gets the environment rule (HF_TOKEN, MY_API_KEY).
-    if isinstance(value, str) and (is_secret_key(key) or (key.isupper() and is_secret_env_name(key))):
-        return MARK
-    return _redact_obj(value, literals)
+    return _Rules(environ).obj(obj)

@@ -11,6 +11,12 @@ ledger entry references them by content hash. The folder holds:
 - ``raw/`` and ``server-*.log``: the instruments' own files and the server logs (their writers own
   their format; this module only names the folder).
 
+**Secrets and paths.** Every file this module writes is redacted first (``redact``): plan.json and
+summary.json hold the arms' argv and env, and evidence/ commits exactly these files. The server and
+client logs are written by the processes themselves; ``redact_logs`` rewrites them once the run
+is over (they are parsed unredacted while it runs). Every path built from a name that came from a
+spec (an arm, a run id) goes through ``paths.contained``, which refuses one that would leave its folder.
+
 **Versions.** A JSONL file starts with a header line ``{"format": "recipe-ledger/measurements",
 "version": 1}``; a JSON file carries a top-level ``format_version``. Files written before the run
 folder had an owner (the committed ``evidence/*/`` folders) have no header: they read as
@@ -35,6 +41,8 @@ from typing import Any
 
 from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.instruments.base import sha256_file
+from recipe_ledger.paths import contained
+from recipe_ledger.redact import redact_obj, redact_text
 
 RUNS_DIRNAME = "runs"
 PLAN = "plan.json"
@@ -75,7 +83,7 @@ def create(runs_root: Path, run_id: str) -> Path:
     """Make ``runs_root/run_id`` (and its ``raw/``) and return it."""
     if not is_run_id(run_id):
         raise InputError(f"{run_id!r} is not a run id", where=str(runs_root))
-    folder = runs_root / run_id
+    folder = contained(runs_root, run_id)
     (folder / RAW).mkdir(parents=True, exist_ok=True)
     return folder
 
@@ -96,7 +104,9 @@ def _write_atomic(path: Path, text: str) -> None:
 def records_text(records: Iterable[str | Mapping[str, Any]]) -> str:
     """A records file's content: the header line, then one JSON object per line."""
     header = json.dumps({"format": RECORDS_FORMAT, "version": RECORDS_VERSION}, sort_keys=True)
-    lines = [r if isinstance(r, str) else json.dumps(r, sort_keys=True) for r in records]
+    # Redacted as objects, not as text: a marker must never land inside the JSON syntax.
+    objects = (json.loads(r) if isinstance(r, str) else r for r in records)
+    lines = [json.dumps(redact_obj(r), sort_keys=True) for r in objects]
     return "".join(line + "\n" for line in [header, *lines])
 
 
@@ -106,8 +116,44 @@ def write_records(path: Path, records: Iterable[str | Mapping[str, Any]]) -> Non
 
 
 def write_json(path: Path, document: Mapping[str, Any]) -> None:
-    """Write ``plan.json`` / ``summary.json`` with this tool's ``format_version``."""
-    _write_atomic(path, json.dumps({**document, "format_version": JSON_VERSION}, indent=2, sort_keys=True))
+    """Write ``plan.json`` / ``summary.json`` (redacted) with this tool's ``format_version``."""
+    redacted = redact_obj(dict(document))
+    _write_atomic(path, json.dumps({**redacted, "format_version": JSON_VERSION}, indent=2, sort_keys=True))
+
+
+LOG_SUFFIX = ".log"
+
+
+def redact_logs(folder: Path, launched_env: Mapping[str, str] | None = None) -> list[Path]:
+    """Rewrite every ``*.log`` under the run folder redacted; return those that changed.
+
+    A log whose hash a record pins (``raw_file``: the ``command`` instrument's stdout) is left as
+    it is, since rewriting it would break the hash; the server and client logs are pinned by
+    nothing. A log that is not UTF-8 is redacted with its odd bytes replaced: a log is for
+    reading, and a secret must not survive in it. ``launched_env`` is the environment the servers
+    were given (the arms' env): a value of a secret-named variable there is hunted verbatim too,
+    since a server may print it without its name."""
+    environ = {**os.environ, **(launched_env or {})}
+    pinned = _pinned_files(folder)
+    changed = []
+    for path in sorted(folder.rglob(f"*{LOG_SUFFIX}")):
+        if not path.is_file() or path.is_symlink() or path.relative_to(folder).as_posix() in pinned:
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        clean = redact_text(text, environ=environ)
+        if clean != text:
+            _write_atomic(path, clean)
+            changed.append(path)
+    return changed
+
+
+def _pinned_files(folder: Path) -> set[str]:
+    """The run-folder-relative paths the records pin by hash (their ``raw_file``)."""
+    pinned = set()
+    for name in (MEASUREMENTS, CALIBRATION):
+        if (folder / name).is_file():
+            pinned |= {str(r.get("raw_file")) for r in read_records(folder / name).records}
+    return pinned
 
 
 def artifact_hashes(folder: Path) -> dict[str, str]:

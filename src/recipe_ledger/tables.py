@@ -38,6 +38,7 @@ from recipe_ledger.errors import StateError
 from recipe_ledger.ledger.fold import fold_statuses
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.ledger.verify import verify
+from recipe_ledger.paths import contained
 from recipe_ledger.redact import is_secret_env_name, redact_text
 
 FORMAT_VERSION = 1  # of the json files' envelope; bump it when a column changes meaning
@@ -500,7 +501,7 @@ def write_tables(root: Path, out: Path, *, label: str = "tables", long: bool = F
                 stale.unlink()
     written = []
     for name, text in sorted(render_files(view, label, long=long).items()):
-        path = out / name
+        path = contained(out, name)
         _write_if_changed(path, text.encode("utf-8"))
         written.append(path)
     return written

@@ -72,8 +72,12 @@ def test_ordinary_serving_flags_and_hashes_stay_readable():
 def test_object_keys_by_last_word():
     for key in ["hf_token", "apiKey", "password", "client_secret", "token", "AWS_SECRET_ACCESS_KEY"]:
         assert is_secret_key(key)
-    for key in ["tokenizer", "num_speculative_tokens", "long_prefill_token_threshold", "key_count_total"]:
+    for key in ["tokenizer", "num_speculative_tokens"]:
         assert not is_secret_key(key)
+    # A secret word inside the name: a number (a count) stays, anything else is hidden.
+    for key in ["long_prefill_token_threshold", "key_count_total"]:
+        assert not is_secret_key(key, 6144)
+        assert is_secret_key(key, "s3cr3t-value")
 
 
 def test_redact_obj_walks_nested_structures_and_keeps_non_strings():

@@ -3,7 +3,8 @@
 This package is the only one that imports click. Exit codes:
   0 success; 1 a finding (lint warnings with --strict, a verify failure, a losing verdict);
   2 bad input (a malformed file, an unknown id, a missing path); 3 the world is not ready
-  (a port in use, a dead server); 130 interrupted.
+  (a port in use, a dead server, the docker daemon down, a file operation the system refused);
+  130 interrupted.
 
 Every command is registered one way: in ``COMMANDS`` below, by name, as "module:attribute" and its
 one-line summary. A command's module is imported only when that command runs (or shows its own
@@ -157,8 +158,18 @@ class LedgerGroup(click.Group):
         try:
             return super().invoke(ctx)
         except LedgerError as error:
-            click.echo(f"{_error_prefix()} {error.one_line()}", err=True)
+            from recipe_ledger.redact import redact_text  # terminals and CI logs are published too
+
+            click.echo(f"{_error_prefix()} {redact_text(error.one_line())}", err=True)
             ctx.exit(error.exit_code)
+        except OSError as error:
+            # The system refused a file operation the core did not expect to fail (permission
+            # denied, disk full, a read-only file system): the world is not ready, exit 3, one line.
+            from recipe_ledger.redact import redact_text
+
+            where = f"{error.filename}: " if error.filename else ""
+            click.echo(f"error: {redact_text(where + (error.strerror or str(error)))}", err=True)
+            ctx.exit(3)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             ctx.exit(130)

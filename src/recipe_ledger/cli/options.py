@@ -32,9 +32,13 @@ def project_root(root: Path | None) -> Path:
     """The project root: ``root`` as given (relative stays relative), else the git top level of the cwd.
 
     The top level is the nearest folder upwards holding ``.git`` (a folder, or the file a worktree
-    or submodule has): what git finds, without importing GitPython (~40 ms) on every command."""
+    or submodule has): what git finds, without importing GitPython (~40 ms) on every command. A given
+    root is checked (paths.check_folder): a file, /proc/self, a name over the system's limit or a
+    symlink loop is one line and exit 2, not an OSError traceback later."""
     if root is not None:
-        return root
+        from recipe_ledger.paths import check_folder
+
+        return check_folder(root, "--root")
     cwd = Path.cwd()
     for folder in (cwd, *cwd.parents):
         if (folder / ".git").exists():
@@ -64,9 +68,12 @@ class LazyChoice(click.Choice):
         pass
 
 
-def under_root(root: Path, path: Path) -> Path:
-    """An output folder (``--out``) taken relative to the project root (as dvc runs it), unless absolute."""
-    return path if path.is_absolute() else root / path
+def under_root(root: Path, path: Path, what: str = "--out") -> Path:
+    """An output folder (``--out``) taken relative to the project root (as dvc runs it), unless absolute;
+    checked like --root (paths.check_folder)."""
+    from recipe_ledger.paths import check_folder
+
+    return check_folder(path if path.is_absolute() else root / path, what)
 
 
 def recipes_root(recipes: Path | None, root: Path | None) -> Path:
@@ -76,10 +83,13 @@ def recipes_root(recipes: Path | None, root: Path | None) -> Path:
     folder holding recipes/models/), which is the git top level's recipes/ in a checkout and still
     works in an unpacked copy without git.
     """
+    from recipe_ledger.paths import check_folder
+
     if recipes is not None:
-        return recipes
+        return check_folder(recipes, "--recipes")
     if root is None:
         return default_recipes_root(Path.cwd())
+    check_folder(root, "--root")
     if not (root / "recipes").is_dir() and (root / "taxonomy.yaml").is_file():
         # The old meaning of --root on recipe commands: say what changed rather than "no recipes root".
         raise InputError(
@@ -130,9 +140,12 @@ def _resolve_writer(ctx: click.Context, _param: click.Parameter, value: str | No
 _ROOT_HELP = (
     "Project root holding ledger/ and recipes/ (default: the git top level of the current directory)."
 )
-_DIR = click.Path(path_type=Path, file_okay=False)
+# A folder that is checked by paths.check_folder (project_root, under_root), not by click: click's
+# refusal of a file is a usage block, the check's is one line. Shown as DIRECTORY, as before.
+FOLDER = click.Path(path_type=Path)
+FOLDER.name = "directory"
 
-root_option = click.option("--root", type=_DIR, default=None, callback=_resolve_root, help=_ROOT_HELP)
+root_option = click.option("--root", type=FOLDER, default=None, callback=_resolve_root, help=_ROOT_HELP)
 
 
 def recipes_option(command: F) -> F:
@@ -143,14 +156,14 @@ def recipes_option(command: F) -> F:
     """
     command = click.option(
         "--recipes",
-        type=_DIR,
+        type=FOLDER,
         default=None,
         callback=_resolve_recipes,
         help="Recipes root (models/, taxonomy.yaml, strategies/, boxes/). Default: the project's recipes/.",
     )(command)
     return click.option(
         "--root",
-        type=_DIR,
+        type=FOLDER,
         default=None,
         is_eager=True,
         expose_value=False,

@@ -19,6 +19,7 @@ from rich.progress import (
 from recipe_ledger.cli.output import console
 from recipe_ledger.pipeline.events import Event, Notice, PhaseStarted, Planned, PointMeasured
 from recipe_ledger.pipeline.plan import ReleaseLaunch, RunPlan
+from recipe_ledger.redact import redact_text
 
 
 def release_lookup(repo: Path) -> Callable[[str], ReleaseLaunch]:
@@ -46,7 +47,12 @@ def progress_bar() -> Progress:
     )
 
 
-def print_plan(plan: RunPlan, echo: Callable[[str], object]) -> None:
+def print_plan(plan: RunPlan, print_line: Callable[[str], object]) -> None:
+    """The plan as lines, redacted: an argv holds --api-key values and URLs with passwords."""
+
+    def echo(line: str) -> None:
+        print_line(redact_text(line))
+
     echo(f"experiment {plan.experiment.name} on {plan.box.id}: {plan.experiment.hypothesis.strip()}")
     for arm in plan.arms.values():
         echo(f"  {arm.name}: {arm.source}")
@@ -82,4 +88,4 @@ class ProgressListener:
 
     def say(self, text: str) -> None:
         # Plain text: an argv or a list of points must not be read as rich markup.
-        self.bar.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        self.bar.console.print(redact_text(text), markup=False, highlight=False, soft_wrap=True)

@@ -96,6 +96,7 @@ def run_cmd(
 
 def _sync_mlflow(repo: Path, tracking_uri: str | None) -> None:
     """Index the run at once when MLflow is here and answers; the ledger is the record either way."""
+    from recipe_ledger.redact import redact_text
     from recipe_ledger.tracking import TrackingUnavailable, sync_ledger
 
     try:
@@ -104,4 +105,5 @@ def _sync_mlflow(repo: Path, tracking_uri: str | None) -> None:
     except TrackingUnavailable as error:
         click.echo(f"not indexed in MLflow now ({error.message}); `ledger mlflow sync` indexes it later")
     except Exception as error:  # noqa: BLE001 - indexing may fail and be retried; the run is recorded
-        click.echo(f"MLflow indexing failed ({error}); the ledger has the run: `ledger mlflow sync` later")
+        reason = redact_text(str(error))
+        click.echo(f"MLflow indexing failed ({reason}); the ledger has the run: `ledger mlflow sync` later")

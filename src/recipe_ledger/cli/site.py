@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from recipe_ledger.cli.options import root_option, under_root
+from recipe_ledger.cli.options import FOLDER, root_option, under_root
 
 if TYPE_CHECKING:  # both imported when the command runs: `ledger --help` need not load rich or the site
     from rich.progress import Progress, TaskID
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # both imported when the command runs: `ledger --help` need n
 @root_option
 @click.option(
     "--out",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=FOLDER,  # checked by under_root: one line, not click's usage block
     default=Path("site"),
     show_default=True,
     help="Folder for the static site, relative to --root (emptied first).",

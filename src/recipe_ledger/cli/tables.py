@@ -10,14 +10,14 @@ from pathlib import Path
 
 import click
 
-from recipe_ledger.cli.options import root_option, under_root
+from recipe_ledger.cli.options import FOLDER, root_option, under_root
 
 
 @click.command("tables")
 @root_option
 @click.option(
     "--out",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=FOLDER,  # checked by under_root: one line, not click's usage block
     default=Path("tables"),
     show_default=True,
     help="Folder for the tables, relative to --root.",

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, get_args
 
-from recipe_ledger.errors import LedgerError
+from recipe_ledger.errors import LedgerError, StateError
 from recipe_ledger.redact import redact_text
 
 BootCause = Literal[
@@ -27,6 +27,10 @@ BootCause = Literal[
     "generate_failed",  # /health said 200, a real generate did not succeed (SGLang readiness)
 ]
 BOOT_CAUSES: frozenset[str] = frozenset(get_args(BootCause))
+# Causes that say the machine is not ready rather than the server is wrong: outside a run (where
+# every boot failure is RunFailed, exit 5) they exit as a StateError does, 3 (`release publish`
+# with the docker daemon down, a preflight that finds the port taken).
+NOT_READY_CAUSES = frozenset({"docker_unavailable", "image_missing", "port_in_use"})
 TAIL_LINES = 80
 
 # The exit statuses of a SIGKILL: the kernel's OOM killer (or a container memory limit) sends it.
@@ -93,6 +97,8 @@ class BootFailure(LedgerError):
         self.log_tail = log_tail
         # Not ``exit_code``: that class attribute is the CLI's exit status for every LedgerError.
         self.server_exit_code = server_exit_code
+        if cause in NOT_READY_CAUSES:
+            self.exit_code = StateError.exit_code
         super().__init__(f"{cause}: {message}", where=where, hint=hint)
 
 

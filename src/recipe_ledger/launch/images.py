@@ -56,7 +56,8 @@ def by_digest(repository: str, digest: str) -> str:
 
 def image_info(ref: str, client: DockerClient | None = None) -> ImageInfo:
     """The daemon's view of ``ref``; a StateError naming the reference when the image is not here."""
-    from docker.errors import ImageNotFound, NotFound
+    from docker.errors import DockerException, ImageNotFound, NotFound
+    from requests.exceptions import RequestException
 
     client = client or connect()
     try:
@@ -67,6 +68,8 @@ def image_info(ref: str, client: DockerClient | None = None) -> ImageInfo:
             where=ref,
             hint=f"docker images --digests {repository_of(ref)}  # or: docker pull {ref}",
         ) from None
+    except (DockerException, RequestException) as error:  # the daemon went away or refused: exit 3, one line
+        raise StateError(f"the docker daemon did not answer for {ref} ({error})", where=ref) from None
     attrs = image.attrs
     return ImageInfo(
         ref=ref,

@@ -145,7 +145,11 @@ class StageTracker:
 
 @contextmanager
 def recording_failure(ctx: RunContext, stage: str) -> Iterator[StageTracker]:
-    """Run the body; on any error stop every server, record the failure and raise it typed."""
+    """Run the body; on any error stop every server, record the failure and raise it typed.
+
+    Either way the run folder's logs are redacted once the body is over (runs.redact_logs): the
+    servers and clients wrote them as they pleased, they were parsed as written, and the folder
+    is committed as evidence/."""
     tracker = StageTracker(stage)
     try:
         yield tracker
@@ -157,6 +161,15 @@ def recording_failure(ctx: RunContext, stage: str) -> Iterator[StageTracker]:
         if typed is None:
             raise  # SystemExit and friends go on as they are, the entry written
         raise typed from error
+    finally:
+        runs.redact_logs(ctx.run_dir, _launched_env(ctx))
+
+
+def _launched_env(ctx: RunContext) -> dict[str, str]:
+    """Every arm's env, each name prefixed by its arm: two arms that set one variable to different
+    values keep both values (the redactor hunts each verbatim)."""
+    arms = enumerate(ctx.plan.arms.values())
+    return {f"ARM{i}_{name}": value for i, arm in arms for name, value in arm.env.items()}
 
 
 def _typed(error: BaseException, entry: dict) -> FailureRecorded | None:

@@ -13,6 +13,7 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from recipe_ledger import paths, runs
 from recipe_ledger.experiment.spec import Instrument
 from recipe_ledger.instruments import command as command_instrument
 from recipe_ledger.instruments import server_metrics, sglang_bench, vllm_bench
@@ -61,7 +62,7 @@ def launch_spec(
         port=server.port,
         health_path="/health",
         health_timeout_s=server.health_timeout_s,
-        log_path=run_dir / f"server-{tag}{arm.name}-r{repeat}.log",
+        log_path=paths.contained(run_dir, f"server-{tag}{arm.name}-r{repeat}.log"),
         run_id=run_id,
         engine=arm.engine,
         image=arm.image if server.launcher == "docker" else None,
@@ -146,7 +147,7 @@ def sweep(
                 point=point,
                 repeat=repeat,
                 seed=plan.seed(point, repeat),
-                out_dir=run_dir / "raw",
+                out_dir=paths.contained(run_dir, runs.RAW),
                 base_url=base_url,
                 model_name=arm.served_model,
                 tokenizer=arm.model_dir,

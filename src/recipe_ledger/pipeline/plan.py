@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from recipe_ledger import paths
 from recipe_ledger.errors import InputError
 from recipe_ledger.experiment.engines import check_one_client_per_bar
 from recipe_ledger.experiment.spec import CommandArm, Experiment, Overrides, RecipeArm, ReleaseArm, StudyArm
@@ -261,6 +262,11 @@ def plan_run(
     release_lookup: ReleaseLookup | None = None,
 ) -> RunPlan:
     check_one_client_per_bar(experiment)  # before anything else: a refusal costs no machine time
+    # Names become file names (runs/<experiment>-<stamp>/server-<arm>-r1.log): refused here, before
+    # any launch, and again by paths.contained wherever a file is made.
+    paths.check_name(experiment.name, "experiment name", str(spec_path))
+    for name in experiment.arm_names:
+        paths.check_name(name, "arm name", str(spec_path))
     box = load_box(root.root / "boxes", experiment.box)
     arms: dict[str, ArmPlan] = {}
     engine_bin = find_engine_bin(repo, "vllm")

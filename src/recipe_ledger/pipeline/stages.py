@@ -7,6 +7,7 @@ run leaves exactly one entry. Progress and notices go to one ``events`` callback
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,23 @@ def plan_experiment(spec_path: Path, repo: Path, release_lookup: ReleaseLookup |
 def power_report(plan: RunPlan, repo: Path, host: dict[str, str] | None = None) -> list[str]:
     """Each bar's MDE with the planned repeats, from the ledger's matching calibration: said before
     any launch, so a bar the experiment cannot reach is known while it is still cheap to change."""
+    return power_lines(power_plans(plan, _calibration_lookup(plan, repo, host)))
+
+
+def calibration_needs(
+    plan: RunPlan, repo: Path, host: dict[str, str] | None = None
+) -> list[tuple[str, str, dict | None]]:
+    """(instrument, metric, the matching calibration entry or None) for each metric a bar uses:
+    what `ledger calibrate` would measure, and what `ledger run` would reuse instead."""
+    lookup = _calibration_lookup(plan, repo, host)
+    needs = dict.fromkeys((runner.bar_instrument(plan, bar), bar.metric) for bar in plan.experiment.bars)
+    return [(instrument, metric, lookup(instrument, metric)) for instrument, metric in needs]
+
+
+def _calibration_lookup(
+    plan: RunPlan, repo: Path, host: dict[str, str] | None
+) -> Callable[[str, str], dict | None]:
+    """(instrument, metric) -> the newest active matching calibration in the ledger, or None."""
     host = host or host_fingerprint()
     ledger = _existing_ledger(repo)
 
@@ -53,7 +71,7 @@ def power_report(plan: RunPlan, repo: Path, host: dict[str, str] | None = None) 
         key = runner.calibration_key(plan, instrument, metric, host)
         return runner.find_calibration(ledger, key, plan.experiment.calibration.max_age_days)
 
-    return power_lines(power_plans(plan, calibration_of))
+    return calibration_of
 
 
 def _existing_ledger(repo: Path) -> Ledger | None:

@@ -35,6 +35,7 @@ from recipe_ledger import metrics as metric_table
 from recipe_ledger import tables as tables_mod
 from recipe_ledger.errors import InputError, LedgerError
 from recipe_ledger.ledger.views import dirty_flag, image_text, summarize
+from recipe_ledger.paths import contained
 from recipe_ledger.recipes.boxes import Box, list_boxes
 from recipe_ledger.recipes.catalog import LoadedRecipe, RecipeRoot
 from recipe_ledger.recipes.command import CommandRequest, resolve_for_people
@@ -248,7 +249,7 @@ class SiteWriter:
         self.env.filters["percent"] = tables_mod.percent_text
 
     def write_text(self, rel: str, text: str) -> None:
-        path = self.out / rel
+        path = contained(self.out, rel)  # rel is built from recipe and entry names
         path.parent.mkdir(parents=True, exist_ok=True)
         data = text.encode("utf-8")
         path.write_bytes(data)
