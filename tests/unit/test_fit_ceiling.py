@@ -75,3 +75,13 @@ def test_a_result_without_routing_figures_is_refused_in_one_line():
     result = _fit("--predict", "--window", "5", "--routing-from", "ec6197b49d31")
     assert result.exit_code == 2
     assert "has no routing_window_multiplier_k5" in result.output and "Traceback" not in result.output
+
+
+def test_a_routing_result_in_the_ledger_replaces_uniform_routing():
+    # This repository's routing result of the tiny MoE (evidence/tiny-moe-routing/).
+    result = _fit("--predict", "--window", "5", "--batch", "1", "--routing-from", "35b6108654cd", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    window = next(c for c in data["ceilings"] if c["window"] == 5)
+    assert 1.0 <= window["window_multiplier"] < uniform_window_multiplier(384, 6, 5)
+    assert any("ledger result 35b6108654cd" in note for note in data["ceiling_assumptions"])
