@@ -152,6 +152,7 @@ def write_atomically(target: Path, fill) -> None:
     os.close(handle)
     try:
         fill(Path(temporary))
+        os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide the run folder's files from other readers
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -197,6 +198,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    try:
+        return probe(args)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        print(f"profile_probe: {args.url}: {exc}", file=sys.stderr)
+        return 2
+
+
+def probe(args: argparse.Namespace) -> int:
     base = args.url.rstrip("/")
     args.trace_dir.mkdir(parents=True, exist_ok=True)
     model = served_model(base)
