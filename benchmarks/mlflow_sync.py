@@ -179,10 +179,13 @@ def single(repo: Path, uri: str, experiment: str, count: int) -> None:
         tracking.MlflowTrackingClient.open(uri, "store-creation")
         print(f"store creation (schema migrations): {time.perf_counter() - started:.1f} s")
     for label in ("first sync", "second sync"):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         report = tracking.sync_ledger(repo, uri, experiment_name=experiment)
-        took = time.perf_counter() - started
-        print(f"{label}: {count} entries in {took:.1f} s = {count / took:.1f} entries/s ({report})")
+        took, cpu = time.perf_counter() - started, time.process_time() - cpu
+        print(
+            f"{label}: {count} entries in {took:.1f} s = {count / took:.1f} entries/s "
+            f"({cpu:.1f} s CPU = {count / cpu:.1f} entries per CPU-second) ({str(report).splitlines()[0]})"
+        )
 
 
 def concurrent(repo: Path, uri: str, experiment: str, count: int, writers: int) -> None:
@@ -201,7 +204,7 @@ def concurrent(repo: Path, uri: str, experiment: str, count: int, writers: int) 
     created = sum(r[1] for r in results)
     print(f"{writers} writers at once: {count} entries in {took:.1f} s = {count / took:.1f} entries/s")
     for seconds, _created, _repaired, text in results:
-        print(f"  one writer: {seconds:.1f} s: {text}")
+        print(f"  one writer: {seconds:.1f} s: {text.splitlines()[0]}")
     client = tracking.MlflowTrackingClient.open(uri, experiment)
     per_entry = Counter(run.entry_id for run in client.indexed_runs() if run.finished)
     duplicates = sum(n - 1 for n in per_entry.values() if n > 1)

@@ -983,17 +983,19 @@ def run_status(kind: str, status: str) -> str:
 
 def create_tree(client: TrackingClient, spec: RunSpec, session: SyncSession | None = None) -> str:
     """The parent run, its files and children; given its final status only when all of it is logged."""
-    with tempfile.TemporaryDirectory(prefix="ledger-mlflow-") as staging:
-        withheld = stage_files(spec, Path(staging))
-        tags = {
-            **spec.tags,
-            **spec.status_tags,
-            FILES_TAG: "attached" if spec.run_dir else "absent",
-            SYNC_TAG: (session or SyncSession.here()).tag(),
-            **_folder_tags(spec, withheld),
-        }
+    tags = {
+        **spec.tags,
+        **spec.status_tags,
+        FILES_TAG: "attached" if spec.run_dir else "absent",
+        SYNC_TAG: (session or SyncSession.here()).tag(),
+    }
+    if not spec.texts and not spec.run_dir:  # nothing to upload (most entries from other boxes)
         run_id = client.create_run(replace(spec, tags=tags))
-        client.upload_dir(run_id, Path(staging))
+    else:
+        with tempfile.TemporaryDirectory(prefix="ledger-mlflow-") as staging:
+            withheld = stage_files(spec, Path(staging))
+            run_id = client.create_run(replace(spec, tags={**tags, **_folder_tags(spec, withheld)}))
+            client.upload_dir(run_id, Path(staging))
     _create_children(client, run_id, spec)
     client.finish(run_id, spec.end_ms, spec.status)
     return run_id
@@ -1122,6 +1124,8 @@ class MlflowTrackingClient:
     @classmethod
     def open(cls, tracking_uri: str, experiment_name: str) -> MlflowTrackingClient:
         mlflow = require_mlflow()
+        if tracking_uri.startswith("sqlite:"):
+            lighten_sqlite_commits()
         client = mlflow.MlflowClient(tracking_uri)
         experiment = client.get_experiment_by_name(experiment_name)
         if experiment is None:
@@ -1213,6 +1217,28 @@ class MlflowTrackingClient:
 
     def delete_run(self, run_id: str) -> None:
         self.client.delete_run(run_id)
+
+
+def lighten_sqlite_commits() -> None:
+    """SQLite stores commit in write-ahead-log mode without an fsync per commit.
+
+    MLflow commits several times per run (params, metrics and tags each in their own session), and
+    in SQLite's default mode every commit waits for the disk: most of a sync's time on a busy box.
+    The store is an index the ledger rebuilds (``ledger mlflow sync``), so a power cut losing its
+    last commits costs nothing; WAL with synchronous=NORMAL never corrupts it. Idempotent."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    if not event.contains(Engine, "connect", _sqlite_pragmas):
+        event.listen(Engine, "connect", _sqlite_pragmas)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    if isinstance(dbapi_connection, sqlite3.Connection):
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
 
 
 def experiment_tags() -> dict[str, str]:
