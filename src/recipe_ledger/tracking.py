@@ -1302,11 +1302,15 @@ def check_reachable(tracking_uri: str, timeout_s: float = 5.0) -> None:
 def sync_ledger(
     repo: Path, tracking_uri: str | None = None, *, experiment_name: str = DEFAULT_EXPERIMENT
 ) -> SyncReport:
-    """Index the ledger under ``repo`` (and its ``runs/`` folder) into an MLflow store, idempotently."""
+    """Index the ledger under ``repo`` (its ``runs/`` and ``evidence/*/`` run folders too) into an
+    MLflow store, idempotently. The ledger is only read: whatever fails, nothing in it changes."""
     repo = Path(repo)
     entries = Ledger.open(repo).entries()
     uri = tracking_uri or default_tracking_uri(repo)
+    check_tracking_uri(uri)
     mlflow = require_mlflow()
+    import requests  # MLflow's own HTTP client: artifact uploads raise its errors, not MlflowException
+
     check_reachable(uri)
     report = SyncReport(tracking_uri=uri, experiment=experiment_name)
     try:
@@ -1316,24 +1320,65 @@ def sync_ledger(
         # have done it since this sync listed the store). A local file rarely has company.
         shared = uri.startswith(("http://", "https://"))
         return sync_entries(client, entries, run_roots(repo), report, precheck=shared)
-    except mlflow.exceptions.MlflowException as error:
-        done = f"{report.created} created, {report.updated} updated before it"
-        raise TrackingError(
-            f"MLflow refused the sync ({redact_text(str(error))[:300]}); {done}",
-            where=safe_uri(uri),
-            hint=_hint_for(str(error), uri),
-        ) from None
+    except (mlflow.exceptions.MlflowException, requests.RequestException) as error:
+        raise refusal(str(error), uri, report) from None
 
 
-def _hint_for(message: str, uri: str) -> str:
-    if "Invalid Host header" in message:
+TRACKING_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "file", "databricks")
+
+
+def check_tracking_uri(uri: str) -> None:
+    """An InputError for what is not a tracking URI (``mlflow.lab:5000``, a typo in the scheme)."""
+    scheme = urllib.parse.urlsplit(uri).scheme.split("+")[0]
+    if scheme not in TRACKING_SCHEMES or (
+        scheme in ("http", "https") and not urllib.parse.urlsplit(uri).hostname
+    ):
+        raise InputError(
+            f"{safe_uri(uri)} is not a tracking URI",
+            where="--tracking-uri / MLFLOW_TRACKING_URI",
+            hint="give http://HOST:PORT (a tracking server) or sqlite:///PATH (a local store)",
+        )
+
+
+# What a refusal's text says -> (what happened, what to do); the first match wins.
+_REFUSALS: tuple[tuple[tuple[str, ...], str, str], ...] = (
+    (
+        ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "NoSuchBucket", "credentials"),
+        "the tracking server could not store the run's files in its artifact store",
+        "fix the server's S3 settings (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, the bucket) and restart it; "
+        "then ledger mlflow sync (it resumes where it stopped)",
+    ),
+    (
+        ("error code 5",),
+        "the tracking server failed mid-sync",
+        "ledger mlflow sync once the server is healthy again (it resumes where it stopped)",
+    ),
+)
+
+
+def refusal(message: str, uri: str, report: SyncReport) -> TrackingError:
+    """One line for an MLflow refusal: what happened, what was done before it, what to run next."""
+    text = " ".join(redact_text(message).split())  # server bodies carry newlines and XML
+    done = f"{report.created} created, {report.updated} updated before it; the ledger is untouched"
+    what, hint = "MLflow refused the sync", "ledger mlflow sync (it resumes where it stopped)"
+    if "Invalid Host header" in text:
         # MLflow 3 servers accept only localhost and private IPs in the Host header unless told otherwise.
         parts = urllib.parse.urlsplit(uri)
         host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
-        return (
+        hint = (
             f"start the server with --allowed-hosts {host} (the Host header this box sends), then sync again"
         )
-    return "ledger mlflow sync (it resumes where it stopped)"
+    elif "error code 404" in text and "/api/2.0/mlflow/experiments" in text:
+        what = "the server answers, but not as an MLflow tracking server (404 on its API)"
+        hint = (
+            "check --tracking-uri / MLFLOW_TRACKING_URI: the MLflow server's address, e.g. http://HOST:5000"
+        )
+    else:
+        for needles, found, advice in _REFUSALS:
+            if any(n in text for n in needles):
+                what, hint = found, advice
+                break
+    return TrackingError(f"{what} ({text[:240]}); {done}", where=safe_uri(uri), hint=hint)
 
 
 # ------------------------------------------------------------------------------ export

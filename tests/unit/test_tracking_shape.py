@@ -588,8 +588,46 @@ def test_a_server_refusing_this_host_gets_a_hint_naming_allowed_hosts():
     message = (
         "API request failed with error code 403 != 200. Response body: 'Invalid Host header - possible DNS"
     )
-    assert "--allowed-hosts mlflow.lab:5000" in tracking._hint_for(message, "http://u:p@mlflow.lab:5000")
-    assert tracking._hint_for("anything else", "http://x").startswith("ledger mlflow sync")
+    report = SyncReport("http://mlflow.lab:5000", "x")
+    error = tracking.refusal(message, "http://u:p@mlflow.lab:5000", report)
+    assert "--allowed-hosts mlflow.lab:5000" in error.hint
+    assert tracking.refusal("anything else", "http://x", report).hint.startswith("ledger mlflow sync")
+
+
+@pytest.mark.parametrize(
+    ("message", "says", "hint"),
+    [
+        (
+            "API request to endpoint /api/2.0/mlflow/experiments/get-by-name failed with error code 404"
+            ' != 200. Response body: \'<?xml version="1.0"?>\n<Error><Code>NoSuchBucket</Code>',
+            "not as an MLflow tracking server",
+            "check --tracking-uri",
+        ),
+        (
+            "500 Server Error: InvalidAccessKeyId for url: http://x/api/2.0/mlflow-artifacts/x",
+            "artifact store",
+            "S3",
+        ),
+        (
+            "API request to /api/2.0/mlflow/runs/create failed with error code 500 != 200",
+            "failed mid-sync",
+            "resumes",
+        ),
+    ],
+)
+def test_a_refusal_is_one_line_saying_what_happened_and_what_to_run(message, says, hint):
+    report = SyncReport("http://127.0.0.1:5000", "x", created=3)
+    error = tracking.refusal(message, "http://127.0.0.1:5000", report)
+    assert says in error.message and hint in error.hint and "\n" not in error.one_line()
+    assert "3 created" in error.message and "the ledger is untouched" in error.message
+
+
+@pytest.mark.parametrize("uri", ["mlflow.lab:5000", "htp://mlflow.lab", "http://", "localhost"])
+def test_what_is_not_a_tracking_uri_is_refused_before_anything_is_contacted(uri):
+    with pytest.raises(tracking.InputError, match="is not a tracking URI"):
+        tracking.check_tracking_uri(uri)
+    tracking.check_tracking_uri("sqlite:///x.db")
+    tracking.check_tracking_uri("postgresql+psycopg://u@h/db")
 
 
 def test_a_sync_of_indexed_entries_reads_no_run_folder(ledger, tmp_path, monkeypatch):
