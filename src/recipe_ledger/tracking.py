@@ -1349,9 +1349,20 @@ _REFUSALS: tuple[tuple[tuple[str, ...], str, str], ...] = (
         "then ledger mlflow sync (it resumes where it stopped)",
     ),
     (
-        ("error code 5",),
+        # A 5xx, answered at once or after MLflow's client retried it ("too many 500 error responses").
+        ("error code 5", "500 error responses", "502 error responses", "503 error responses"),
         "the tracking server failed mid-sync",
         "ledger mlflow sync once the server is healthy again (it resumes where it stopped)",
+    ),
+    (
+        (
+            "Failed to establish a new connection",
+            "Connection refused",
+            "Read timed out",
+            "RemoteDisconnected",
+        ),
+        "the tracking server stopped answering mid-sync",
+        "ledger mlflow sync once it is up again (it resumes where it stopped)",
     ),
 )
 

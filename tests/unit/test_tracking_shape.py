@@ -613,6 +613,17 @@ def test_a_server_refusing_this_host_gets_a_hint_naming_allowed_hosts():
             "failed mid-sync",
             "resumes",
         ),
+        (
+            "API request to http://h/api/2.0/mlflow/runs/create failed with exception HTTPConnectionPool("
+            "host='h', port=1): Max retries exceeded (Caused by ResponseError('too many 500 error responses'))",
+            "failed mid-sync",
+            "resumes",
+        ),
+        (
+            "failed with exception ... Failed to establish a new connection",
+            "stopped answering",
+            "once it is up",
+        ),
     ],
 )
 def test_a_refusal_is_one_line_saying_what_happened_and_what_to_run(message, says, hint):
