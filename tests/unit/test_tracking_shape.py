@@ -615,7 +615,8 @@ def test_a_server_refusing_this_host_gets_a_hint_naming_allowed_hosts():
         ),
         (
             "API request to http://h/api/2.0/mlflow/runs/create failed with exception HTTPConnectionPool("
-            "host='h', port=1): Max retries exceeded (Caused by ResponseError('too many 500 error responses'))",
+            "host='h', port=1): Max retries exceeded (Caused"
+            " by ResponseError('too many 500 error responses'))",
             "failed mid-sync",
             "resumes",
         ),
