@@ -147,7 +147,13 @@ def test_a_sync_fills_postgresql_and_s3_and_a_second_changes_nothing(tmp_path, s
             (experiment,),
         ).fetchone()
     assert count == len(runs) + 2 * 2 * 2 + 2 * 2  # parents, the result's and the calibration's children
-    s3 = boto3.client("s3", endpoint_url=server["TRACKING_S3_ENDPOINT"], region_name="us-east-1")
+    s3 = boto3.client(  # the admin's view of the bucket (moto takes any keys; start.sh's default)
+        "s3",
+        endpoint_url=server["TRACKING_S3_ENDPOINT"],
+        region_name="us-east-1",
+        aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID", "testing"),
+        aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "testing"),
+    )
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=server["TRACKING_S3_BUCKET"])["Contents"]]
     assert any(result.info.run_id in k and k.endswith("measurements.jsonl") for k in keys)
 
