@@ -9,7 +9,8 @@
 #
 # Settings (environment; the defaults suit one machine and CI):
 #   TRACKING_SERVER_DIR   state: PostgreSQL's data, logs, pids, tracking-server.env
-#                         (default ~/.cache/recipe-ledger/tracking-server: a restart is seconds)
+#                         (default $TMPDIR/recipe-ledger-tracking-server; kept by stop.sh, so a
+#                         restart skips initdb and MLflow's schema migrations: seconds, not a minute)
 #   TRACKING_PG_PORT / TRACKING_S3_PORT / TRACKING_MLFLOW_PORT   (55439 / 55441 / 55440)
 #   TRACKING_S3_BUCKET    (recipe-ledger-mlflow)   TRACKING_WORKERS (2)
 #   AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY   the S3 keys the server uses (moto takes any; default
@@ -19,7 +20,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-D="${TRACKING_SERVER_DIR:-$HOME/.cache/recipe-ledger/tracking-server}"
+D="${TRACKING_SERVER_DIR:-${TMPDIR:-/tmp}/recipe-ledger-tracking-server}"
 PG_PORT="${TRACKING_PG_PORT:-55439}"
 S3_PORT="${TRACKING_S3_PORT:-55441}"
 MLFLOW_PORT="${TRACKING_MLFLOW_PORT:-55440}"
@@ -42,7 +43,9 @@ mkdir -p "$D"
 
 # PostgreSQL refuses to run as root: as root, run it as the postgres user, in a folder it owns.
 as_pg() { if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-if [[ $(id -u) -eq 0 ]]; then mkdir -p "$D/pg"; chown postgres "$D/pg"; chmod 700 "$D/pg"; fi
+if [[ $(id -u) -eq 0 ]]; then  # the postgres user must reach its folder through $D
+  chmod o+x "$D"; mkdir -p "$D/pg"; chown postgres "$D/pg"; chmod 700 "$D/pg"
+fi
 
 if [[ ! -f "$D/pg/data/PG_VERSION" ]]; then
   # trust on loopback only (listen_addresses below): a lab's server uses a password, see docs/scale-out.md.

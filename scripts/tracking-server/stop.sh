@@ -2,7 +2,7 @@
 # Stop what scripts/tracking-server/start.sh started (same TRACKING_SERVER_DIR), in reverse order.
 # --purge also deletes the state folder: the database and the (moto) artifacts are gone.
 set -uo pipefail
-D="${TRACKING_SERVER_DIR:-$HOME/.cache/recipe-ledger/tracking-server}"
+D="${TRACKING_SERVER_DIR:-${TMPDIR:-/tmp}/recipe-ledger-tracking-server}"
 as_pg() { if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 stop_group() {  # the process group start.sh made with setsid: the server and its workers
   local pidfile="$D/$1.pid"

@@ -160,7 +160,7 @@ TRACKING_SERVER_ENV = "tracking-server.env"  # written by scripts/tracking-serve
 
 def tracking_server_dir() -> Path:
     """The state folder of scripts/tracking-server/start.sh (its TRACKING_SERVER_DIR)."""
-    default = Path.home() / ".cache" / "recipe-ledger" / "tracking-server"
+    default = Path(os.environ.get("TMPDIR", "/tmp")) / "recipe-ledger-tracking-server"
     return Path(os.environ.get("TRACKING_SERVER_DIR", default))
 
 
