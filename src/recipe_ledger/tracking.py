@@ -1343,7 +1343,8 @@ def check_tracking_uri(uri: str) -> None:
 # What a refusal's text says -> (what happened, what to do); the first match wins.
 _REFUSALS: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (
-        ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "NoSuchBucket", "credentials"),
+        # The server's artifact proxy (mlflow-artifacts/...) failing, or S3's own words for bad keys.
+        ("mlflow-artifacts", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "NoSuchBucket"),
         "the tracking server could not store the run's files in its artifact store",
         "fix the server's S3 settings (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, the bucket) and restart it; "
         "then ledger mlflow sync (it resumes where it stopped)",

@@ -299,3 +299,58 @@ def test_a_server_that_is_down_or_not_mlflow_leaves_the_ledger_untouched_and_say
     for result in (down, not_mlflow, wrong):
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     assert ledger_digest(tmp_path / "repo") == before
+
+
+def test_wrong_s3_credentials_on_the_server_are_one_line_about_its_artifact_store(
+    tmp_path, server, experiment
+):
+    """A server whose S3 keys the store refuses (moto with authentication on, keys it never issued)."""
+    s3_port, mlflow_port = free_port(), free_port()
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}  # moto checks every request's keys
+    started = [
+        subprocess.Popen(
+            [str(bin_dir / "moto_server"), "-H", "127.0.0.1", "-p", str(s3_port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+    ]
+    server_env = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": "AKIANOTISSUED0000000",
+        "AWS_SECRET_ACCESS_KEY": "not-a-key-the-store-knows",
+        "MLFLOW_S3_ENDPOINT_URL": f"http://127.0.0.1:{s3_port}",
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+    }
+    argv = [str(bin_dir / "mlflow"), "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'm.db'}"]
+    argv += ["--artifacts-destination", "s3://bucket/artifacts", "--serve-artifacts"]
+    argv += ["--host", "127.0.0.1", "--port", str(mlflow_port), "--workers", "1"]
+    with open(tmp_path / "mlflow.log", "w") as log:
+        started.append(
+            subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, env=server_env, start_new_session=True
+            )
+        )
+    try:
+        uri = f"http://127.0.0.1:{mlflow_port}"
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(uri + "/health", timeout=2).close()
+                break
+            except OSError:
+                time.sleep(0.5)
+        repo = tmp_path / "repo"
+        small_ledger(repo, 5)  # its failure entry has a file to upload (failure.txt)
+        before = ledger_digest(repo)
+        result = sync(repo, uri, experiment)
+        assert result.returncode == 3, result.stdout + result.stderr
+        assert "could not store the run's files in its artifact store" in result.stderr, result.stderr
+        assert "AWS_ACCESS_KEY_ID" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+        assert "not-a-key-the-store-knows" not in result.stderr and ledger_digest(repo) == before
+    finally:
+        for process in started:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=30)
