@@ -86,6 +86,9 @@ SYNC_TAG = "ledger.sync"  # "<host> <pid> <epoch ms>": which sync process is bui
 TERMINAL = ("FINISHED", "FAILED", "KILLED")
 RETRACTED_PREFIX = "[retracted] "
 STALE_MS = 3600 * 1000  # a RUNNING run whose sync left no trace for this long was abandoned
+# A sync into a store it does not expect to share (a local file) looks for other syncs at work
+# every WATCH_EVERY runs it makes; once it sees one, it looks each entry up before making its run.
+WATCH_EVERY = 25
 
 # What the experiment page shows, as a view MLflow's UI loads from an experiment tag
 # (`mlflow.sharedViewState.<key>`, opened with `?viewStateShareKey=<key>`): a few columns, not 250.
@@ -754,6 +757,7 @@ class TrackingClient(Protocol):
 
     def indexed_runs(self) -> list[IndexedRun]: ...
     def entry_runs(self, entry_id: str) -> list[IndexedRun]: ...
+    def running_runs(self) -> list[IndexedRun]: ...
     def create_run(self, spec: RunSpec, parent_run_id: str | None = None) -> str: ...
     def upload_dir(self, run_id: str, local_dir: Path) -> None: ...
     def finish(self, run_id: str, end_ms: int, status: str = "FINISHED") -> None: ...
@@ -872,11 +876,13 @@ def sync_entries(
     """Index every result, calibration and failure entry once; refresh the status of the rest.
 
     Safe with other syncs at once (other boxes, same server): entries are taken in an order of this
-    sync's own (so that two syncs rarely meet), with ``precheck`` each is looked up again just
-    before its run is made, and after the sync a post-check keeps one run per entry (see
-    keep_one_run). A sync that dies half-way leaves a RUNNING run that the next sync removes.
+    sync's own (so that two syncs rarely meet), with ``precheck`` (or, without it, once another
+    sync is seen at work) each is looked up again just before its run is made, and after the sync
+    a post-check keeps one run per entry (see keep_one_run). A sync that dies half-way leaves a
+    RUNNING run that the next sync removes.
     """
     session = session or SyncSession.here()
+    watch = not precheck  # an unshared store: look for other syncs now and then, precheck once seen
     statuses = fold_statuses(entries)
     notes = status_notes(entries, statuses)
     indexed = _group_by_entry(client.indexed_runs())
@@ -886,6 +892,8 @@ def sync_entries(
     for entry in todo:
         status = (statuses.get(entry["id"], "active"), notes.get(entry["id"], ""))
         found = indexed.get(entry["id"], [])
+        if watch and not found and len(created) % WATCH_EVERY == 0 and _others_at_work(client, session):
+            precheck, watch = True, False
         if precheck and not found:
             found = client.entry_runs(entry["id"])
         keep = _keep_one(client, found, report, session)
@@ -906,6 +914,14 @@ def sync_entries(
     if created:
         _post_check(client, created, report)
     return report
+
+
+def _others_at_work(client: TrackingClient, session: SyncSession) -> bool:
+    """Whether another live sync is building runs in this store right now."""
+    return any(
+        run.tags.get(SYNC_TAG) != session.tag() and not session.abandoned(run)
+        for run in client.running_runs()
+    )
 
 
 def _update(
@@ -1163,6 +1179,9 @@ class MlflowTrackingClient:
         if not re.fullmatch(r"[0-9a-f]+", entry_id):  # ids are hex; nothing else enters a filter
             raise InputError(f"{entry_id!r} is not a ledger entry id")
         return self._indexed(f"tags.`{ENTRY_TAG}` = '{entry_id}' and tags.`{ROLE_TAG}` = 'entry'")
+
+    def running_runs(self) -> list[IndexedRun]:
+        return self._indexed(f"tags.`{ROLE_TAG}` = 'entry' and attributes.status = 'RUNNING'")
 
     def _indexed(self, filter_string: str) -> list[IndexedRun]:
         return [

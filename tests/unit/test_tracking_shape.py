@@ -384,6 +384,7 @@ class FakeStore:
     def __init__(self):
         self.runs: dict[str, FakeRun] = {}
         self.created = 0
+        self.lookups = 0
 
     def active(self):
         return {rid: r for rid, r in self.runs.items() if not r.deleted}
@@ -396,7 +397,11 @@ class FakeStore:
         ]
 
     def entry_runs(self, entry_id):
+        self.lookups += 1
         return [r for r in self.indexed_runs() if r.entry_id == entry_id]
+
+    def running_runs(self):
+        return [r for r in self.indexed_runs() if not r.finished]
 
     def create_run(self, spec, parent_run_id=None):
         self.created += 1
@@ -765,6 +770,7 @@ def test_two_syncs_at_the_same_moment_leave_one_run_per_entry(ledger, tmp_path):
         return [] if len(listings) <= 2 else FakeStore.indexed_runs(store2)
 
     store2.indexed_runs = listed_early
+    store2.running_runs = lambda: []  # and each looked for other syncs before the other began
     first = sync_entries(store2, entries, tmp_path / "runs", SyncReport("fake://", "x"))
     survivors = [r for r in FakeStore.indexed_runs(store2) if r.finished]
     assert len(survivors) == 1 and first.runs[result["id"]] == survivors[0].run_id
@@ -791,3 +797,18 @@ def test_a_sync_that_died_on_this_host_is_recognized_and_another_hosts_is_waited
     assert not here.abandoned(run(f"other-box 1 00000000 {here.started_ms - 60_000}"))
     assert here.abandoned(run(f"other-box 1 00000000 {here.started_ms - tracking.STALE_MS - 1}"))
     assert here.abandoned(run(""))
+
+
+def test_a_sync_into_a_local_store_looks_entries_up_only_once_another_sync_is_seen(ledger, tmp_path):
+    for n in range(30):
+        ledger.append("result", {"subject": f"lane-{n}", "metrics": {"x": 1.0}}, writer="box-a", git=None)
+    ledger.refresh()
+    alone = FakeStore()
+    sync_entries(alone, ledger.entries(), tmp_path / "runs", SyncReport("fake://", "x"))
+    assert alone.lookups == 0  # nobody else at work: no lookup per entry
+
+    shared = FakeStore()
+    busy = tracking.create_tree(shared, entry_spec(ledger.entries()[0], tmp_path / "runs"), stranger())
+    shared.runs[busy].status = "RUNNING"  # another box's sync, building a run right now
+    report = sync_entries(shared, ledger.entries(), tmp_path / "runs", SyncReport("fake://", "x"))
+    assert shared.lookups >= 25 and report.created == 29 and report.elsewhere == 1
