@@ -311,11 +311,15 @@ def headline_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
 
     The rest (often 200+ names) stay on the per-repeat child runs, under their plain names, where
     the arms are a param and not a prefix."""
-    parsed = {name: metric_table.parse_summary_key(name) for name in summary}
-    chosen = set(metric_table.headline(p[2] for p in parsed.values() if p))
-    return numbers(
-        {name: value for name, value in summary.items() if not parsed[name] or parsed[name][2] in chosen}
-    )
+    metric_of = {name: _summary_metric(name) for name in summary}
+    chosen = set(metric_table.headline(m for m in metric_of.values() if m))
+    return numbers({n: v for n, v in summary.items() if not metric_of[n] or metric_of[n] in chosen})
+
+
+def _summary_metric(name: str) -> str:
+    """The metric of a ``<arm>.c<point>.<metric>`` name; empty for any other name."""
+    parsed = metric_table.parse_summary_key(name)
+    return parsed[2] if parsed else ""
 
 
 def units_tag(metric_names: Iterable[str]) -> dict[str, str]:
