@@ -89,6 +89,7 @@ STALE_MS = 3600 * 1000  # a RUNNING run whose sync left no trace for this long w
 # A sync into a store it does not expect to share (a local file) looks for other syncs at work
 # every WATCH_EVERY runs it makes; once it sees one, it looks each entry up before making its run.
 WATCH_EVERY = 25
+POST_CHECK_LOOKUPS = 100  # up to this many new entries, the post-check looks them up one by one
 
 # What the experiment page shows, as a view MLflow's UI loads from an experiment tag
 # (`mlflow.sharedViewState.<key>`, opened with `?viewStateShareKey=<key>`): a few columns, not 250.
@@ -980,8 +981,13 @@ def _keep_one(
 
 
 def _post_check(client: TrackingClient, created: Mapping[str, str], report: SyncReport) -> None:
-    """After this sync's runs are complete: one run per entry it indexed (keep_one_run)."""
-    indexed = _group_by_entry(client.indexed_runs())
+    """After this sync's runs are complete: one run per entry it indexed (keep_one_run).
+
+    A few new entries are looked up one by one; many, in one listing of the store."""
+    if len(created) <= POST_CHECK_LOOKUPS:
+        indexed = {entry_id: client.entry_runs(entry_id) for entry_id in created}
+    else:
+        indexed = _group_by_entry(client.indexed_runs())
     for entry_id, run_id in created.items():
         runs = indexed.get(entry_id, [])
         keep = keep_one_run(runs)
