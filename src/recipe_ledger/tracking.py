@@ -38,11 +38,15 @@ import logging
 import math
 import os
 import posixpath
+import random
 import re
+import secrets
 import shlex
 import shutil
+import socket
 import sqlite3
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -73,12 +77,45 @@ ROLE_TAG = "ledger.role"  # "entry" on the runs sync looks up, "measurement" on 
 FILES_TAG = "ledger.files"  # "attached" once the run folder's files and children are logged
 PROBLEMS_TAG = "ledger.run_folder_problems"  # lines of the run folder that could not be read
 PARENT_TAG = "mlflow.parentRunId"  # what makes the UI nest a run under another
+UNITS_TAG = "ledger.units"  # "metric=unit, ..." for the run's metrics (recipe_ledger.metrics)
+SYNC_TAG = "ledger.sync"  # "<host> <pid> <epoch ms>": which sync process is building the run
+
+# MLflow's run status says what the ledger says: a failure entry is FAILED, a retracted entry KILLED
+# (and its name starts with RETRACTED_PREFIX), everything else FINISHED. Any of them means the run
+# is complete; RUNNING means a sync is still building it (or died doing so).
+TERMINAL = ("FINISHED", "FAILED", "KILLED")
+RETRACTED_PREFIX = "[retracted] "
+STALE_MS = 3600 * 1000  # a RUNNING run whose sync left no trace for this long was abandoned
+# A sync into a store it does not expect to share (a local file) looks for other syncs at work
+# every WATCH_EVERY runs it makes; once it sees one, it looks each entry up before making its run.
+WATCH_EVERY = 25
+POST_CHECK_LOOKUPS = 100  # up to this many new entries, the post-check looks them up one by one
+
+# What the experiment page shows, as a view MLflow's UI loads from an experiment tag
+# (`mlflow.sharedViewState.<key>`, opened with `?viewStateShareKey=<key>`): a few columns, not 250.
+VIEW_KEY = "ledger"
+VIEW_TAG = "mlflow.sharedViewState." + VIEW_KEY
+# MLflow 3.17's UI ignores `mlflow.experimentKind` while its workflow switch exists: the side bar's
+# "GenAI / Machine learning" switch (browser-local, GenAI by default) or `?workflowType=` decides.
+UI_QUERY = f"workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
+DEFAULT_COLUMNS = (
+    "tags.`ledger.status`",
+    "tags.`ledger.kind`",
+    "tags.`verdict`",
+    "params.`arm`",
+    "params.`point`",
+    "params.`repeat`",
+    "metrics.`output_tps_total`",
+    "metrics.`ttft_ms_p50`",
+    "metrics.`tpot_ms_p50`",
+)
 
 MAX_PARAM = 6000  # MLflow's limits on a param and a tag value; longer values are cut here, visibly
 MAX_TAG = 8000
 BATCH = 100  # MLflow takes at most 100 params, 100 tags and 1000 entities in all per log_batch call
 
 T = TypeVar("T")
+Roots = Path | Sequence[Path]  # run-folder roots: runs/, then evidence/*/ (see run_roots)
 
 
 class TrackingUnavailable(StateError):
@@ -108,6 +145,7 @@ class RunSpec:
     files: tuple[str, ...] = ()  # paths under run_dir to upload
     children: tuple[RunSpec, ...] = ()
     problems: tuple[str, ...] = ()  # run-folder lines that could not be read (file:line: why)
+    status: str = "FINISHED"  # the MLflow status it ends in (run_status)
 
 
 def key(*parts: object) -> str:
@@ -255,19 +293,60 @@ def bar_tags(bars: Iterable[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def bar_metrics(bars: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Per bar the effect, its CI and the detectable effect as signed percentages (``.effect_pct``
+    = +3.1 for +3.1%), and the two medians compared, in the metric's own unit."""
     out: dict[str, float] = {}
     for bar in bars:
-        fields = {name: bar.get(name) for name in ("effect", "ci_low", "ci_high", "mde", "control", "value")}
-        out.update(numbers(fields, bar_key(bar)))
+        percent = {
+            f"{name}_pct": bar[name] * 100
+            for name in ("effect", "ci_low", "ci_high", "mde")
+            if _number(bar.get(name)) is not None
+        }
+        out.update(numbers(percent, bar_key(bar)))
+        out.update(numbers({name: bar.get(name) for name in ("control", "value")}, bar_key(bar)))
     return out
 
 
-def result_spec(entry: Mapping[str, Any], runs_dir: Path) -> RunSpec:
+def headline_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
+    """Of a result's summary medians (``<arm>.c<point>.<metric>``), only the headline metrics'.
+
+    The rest (often 200+ names) stay on the per-repeat child runs, under their plain names, where
+    the arms are a param and not a prefix."""
+    metric_of = {name: _summary_metric(name) for name in summary}
+    chosen = set(metric_table.headline(m for m in metric_of.values() if m))
+    return numbers({n: v for n, v in summary.items() if not metric_of[n] or metric_of[n] in chosen})
+
+
+def _summary_metric(name: str) -> str:
+    """The metric of a ``<arm>.c<point>.<metric>`` name; empty for any other name."""
+    parsed = metric_table.parse_summary_key(name)
+    return parsed[2] if parsed else ""
+
+
+def units_tag(metric_names: Iterable[str]) -> dict[str, str]:
+    """``ledger.units`` = "metric=unit, ..." for the metrics whose unit is known (MLflow has no units)."""
+    units = [f"{name}={unit}" for name in sorted(metric_names) if (unit := _unit_of(name))]
+    return {UNITS_TAG: _text(", ".join(units), MAX_TAG)} if units else {}
+
+
+def _unit_of(name: str) -> str:
+    if name.endswith("_pct"):
+        return "%"
+    summary = metric_table.parse_summary_key(name)
+    if summary:
+        return metric_table.unit(summary[2])
+    parts = name.split(".")
+    if parts[0] == "verdict" and len(parts) >= 5:  # verdict.<candidate>.<metric>.c<point>.<field>
+        return metric_table.unit(".".join(parts[2:-2]))
+    return metric_table.unit(name) if name != "wall_s" else "s"
+
+
+def result_spec(entry: Mapping[str, Any], runs_dir: Roots) -> RunSpec:
     payload = entry["payload"]
     record = payload.get("experiment")
     tags = common_tags(entry)
     params = {key("condition", k): str(v) for k, v in (payload.get("conditions") or {}).items()}
-    metrics = numbers(payload.get("metrics") or {})
+    metrics = headline_metrics(payload.get("metrics") or {})
     if payload.get("verdict"):
         tags["verdict"] = payload["verdict"]
     if record:
@@ -317,7 +396,7 @@ def _entry_spec(
 # -- calibration and failure entries
 
 
-def calibration_spec(entry: Mapping[str, Any], runs_dir: Path) -> RunSpec:
+def calibration_spec(entry: Mapping[str, Any], runs_dir: Roots) -> RunSpec:
     payload = entry["payload"]
     tags = {
         **common_tags(entry),
@@ -343,7 +422,7 @@ def calibration_spec(entry: Mapping[str, Any], runs_dir: Path) -> RunSpec:
     return _with_files(spec, entry, runs_dir, runs.CALIBRATION, instrument=payload["instrument"])
 
 
-def failure_spec(entry: Mapping[str, Any], runs_dir: Path) -> RunSpec:
+def failure_spec(entry: Mapping[str, Any], runs_dir: Roots) -> RunSpec:
     payload = entry["payload"]
     conditions = payload.get("conditions") or {}
     tags = {
@@ -383,7 +462,7 @@ def failure_text(payload: Mapping[str, Any]) -> str:
 def _with_files(
     spec: RunSpec,
     entry: Mapping[str, Any],
-    runs_dir: Path,
+    runs_dir: Roots,
     records_file: str | None,
     *,
     instrument: str | None = None,
@@ -392,19 +471,21 @@ def _with_files(
 
     Lines that cannot be read are not skipped in silence: they travel as ``problems`` to the sync
     report and to a tag on the run (runs.py's reading policy)."""
-    folder = run_folder(entry)
-    run_dir = runs_dir / folder if folder else None
-    if run_dir is None or not run_dir.is_dir():
+    run_dir = find_run_dir(runs_dir, run_folder(entry))
+    if run_dir is None:
         return spec
     calibration = records_file == runs.CALIBRATION
     children: list[RunSpec] = []
     problems: list[str] = []
     if records_file and (run_dir / records_file).is_file():
-        fingerprints = {**plan_fingerprints(run_dir, problems), **_param_fingerprints(spec.params)}
+        arms = {
+            **plan_arms(run_dir, problems),
+            **((entry["payload"].get("experiment") or {}).get("arms") or {}),
+        }
         children = measurement_specs(
             read_records(run_dir / records_file, problems),
             spec,
-            fingerprints,
+            arms,
             instrument=instrument,
             phase="calibration" if calibration else "measurement",
         )
@@ -412,6 +493,23 @@ def _with_files(
     return replace(
         spec, run_dir=run_dir, files=tuple(files), children=tuple(children), problems=tuple(problems)
     )
+
+
+def run_roots(repo: Path) -> list[Path]:
+    """Where run folders are looked for: ``runs/``, then the committed ``evidence/*/`` folders."""
+    evidence = Path(repo) / "evidence"
+    found = sorted(p for p in evidence.iterdir() if p.is_dir()) if evidence.is_dir() else []
+    return [runs.runs_dir(Path(repo)), *found]
+
+
+def find_run_dir(roots: Path | Sequence[Path], folder: str | None) -> Path | None:
+    """The first ``<root>/<folder>`` that exists (``folder`` is a checked run id, never a path)."""
+    if folder is None:
+        return None
+    for root in [roots] if isinstance(roots, Path) else roots:
+        if (root / folder).is_dir():
+            return root / folder
+    return None
 
 
 def _files_for(run_dir: Path, *, calibration_only: bool) -> list[str]:
@@ -422,19 +520,17 @@ def _files_for(run_dir: Path, *, calibration_only: bool) -> list[str]:
     return [f for f in files if f in (runs.PLAN, runs.CALIBRATION) or f.startswith(("server-aa-", "raw/aa-"))]
 
 
-def plan_fingerprints(run_dir: Path, problems: list[str] | None = None) -> dict[str, str]:
-    """Arm name -> fingerprint from plan.json (a calibration entry does not list the arms itself);
-    an unreadable plan gives none, and says why in ``problems``."""
+def plan_arms(run_dir: Path, problems: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Arm name -> arm (fingerprint, argv, env) from plan.json (a calibration entry does not list the
+    arms itself); an unreadable plan gives none, and says why in ``problems``."""
     if not (run_dir / runs.PLAN).is_file():
         return {}
     try:
         arms = runs.read_json(run_dir / runs.PLAN).get("arms", {})
-        return {
-            name: arm["fingerprint"] for name, arm in arms.items() if isinstance(arm.get("fingerprint"), str)
-        }
+        return {name: dict(arm) for name, arm in arms.items() if isinstance(arm.get("fingerprint"), str)}
     except LedgerError as error:
         _add_problem(problems, error.one_line())
-    except (OSError, AttributeError, TypeError) as error:
+    except (OSError, AttributeError, TypeError, ValueError) as error:
         _add_problem(problems, f"{run_dir / runs.PLAN}: unreadable arms ({type(error).__name__})")
     return {}
 
@@ -442,11 +538,6 @@ def plan_fingerprints(run_dir: Path, problems: list[str] | None = None) -> dict[
 def _add_problem(problems: list[str] | None, text: str) -> None:
     if problems is not None:
         problems.append(text)
-
-
-def _param_fingerprints(params: Mapping[str, str]) -> dict[str, str]:
-    found = (re.fullmatch(r"arm\.(.+)\.fingerprint", name) for name in params)
-    return {m.group(1): params[m.group(0)] for m in found if m}
 
 
 def read_records(path: Path, problems: list[str] | None = None) -> list[dict[str, Any]]:
@@ -466,52 +557,52 @@ def read_records(path: Path, problems: list[str] | None = None) -> list[dict[str
 def measurement_specs(
     records: Sequence[Mapping[str, Any]],
     parent: RunSpec,
-    fingerprints: Mapping[str, str],
+    arms: Mapping[str, Mapping[str, Any]],
     *,
     instrument: str | None,
     phase: str,
 ) -> list[RunSpec]:
-    """One child per (arm, repeat, point, instrument): the numbers of one launch at one point."""
-    several = len({r.get("instrument") for r in records}) > 1
+    """One child per (arm, repeat, point): the numbers of one launch at one point, every
+    instrument's together, with the arm's fingerprint and what sets the arm apart as params."""
+    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for r in records:
+        if instrument is None or r.get("instrument") == instrument:
+            groups.setdefault((str(r.get("arm", "?")), str(r.get("repeat")), str(r.get("point"))), []).append(
+                r
+            )
+    differences = arm_differences(arms)
     return [
-        measurement_spec(r, parent, fingerprints, phase, several)
-        for r in records
-        if instrument is None or r.get("instrument") == instrument
+        measurement_spec(group, parent, arms.get(arm) or {}, differences.get(arm, {}), phase)
+        for (arm, _repeat, _point), group in groups.items()
     ]
 
 
 def measurement_spec(
-    record: Mapping[str, Any],
+    records: Sequence[Mapping[str, Any]],
     parent: RunSpec,
-    fingerprints: Mapping[str, str],
+    arm_record: Mapping[str, Any],
+    differences: Mapping[str, str],
     phase: str,
-    name_instrument: bool,
 ) -> RunSpec:
-    arm = str(record.get("arm", "?"))
+    first = records[0]
+    arm = str(first.get("arm", "?"))
     prefix = "A/A " if phase == "calibration" else ""
-    name = f"{prefix}{arm}#{record.get('repeat')} c{record.get('point')}"
-    if name_instrument:
-        name += f" {record.get('instrument')}"
     params = {
-        k: str(record.get(k, ""))
-        for k in (
-            "arm",
-            "repeat",
-            "point",
-            "seed",
-            "instrument",
-            "instrument_version",
-            "raw_file",
-            "raw_sha256",
-        )
+        "arm": arm,
+        "repeat": str(first.get("repeat", "")),
+        "point": str(first.get("point", "")),
+        "seed": str(first.get("seed", "")),
+        "phase": phase,
+        "arm_fingerprint": str(arm_record.get("fingerprint") or "-"),
+        **{k: ", ".join(str(r.get(k, "")) for r in records) for k in _PER_INSTRUMENT},
+        **differences,
     }
-    params["phase"] = phase
-    params["arm_fingerprint"] = fingerprints.get(arm, "-")
-    metrics = {
-        **numbers(record.get("metrics") or {}),
-        **numbers(record.get("server") or {}, "server"),
-        **numbers({"wall_s": record.get("wall_s")}),
-    }
+    metrics: dict[str, float] = {}
+    for r in records:
+        # Two instruments measuring a metric of the same name keep both: the second is prefixed.
+        found = {**numbers(r.get("metrics") or {}), **numbers(r.get("server") or {}, "server")}
+        metrics.update({(key(r.get("instrument"), k) if k in metrics else k): v for k, v in found.items()})
+    metrics.update(numbers({"wall_s": sum(_number(r.get("wall_s")) or 0.0 for r in records) or None}))
     tags = {
         ROLE_TAG: "measurement",
         "ledger.parent_entry": parent.tags[ENTRY_TAG],
@@ -522,7 +613,7 @@ def measurement_spec(
     if "box" in parent.tags:
         tags["box"] = parent.tags["box"]
     return RunSpec(
-        name=name,
+        name=f"{prefix}{arm}#{first.get('repeat')} c{first.get('point')}",
         tags=tags,
         status_tags={},
         params=params,
@@ -532,17 +623,69 @@ def measurement_spec(
     )
 
 
+_PER_INSTRUMENT = ("instrument", "instrument_version", "raw_file", "raw_sha256")
+
+
+def arm_differences(arms: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """Per arm, the settings whose values differ between the arms: ``flag.<name>`` from the launch
+    command, ``env.<NAME>``, ``image``, ``model_sha256``, ``command`` (what precedes the flags).
+    A setting an arm lacks is ``-``; what every arm shares is left out (it is on the parent)."""
+    settings = {name: arm_settings(arm) for name, arm in arms.items()}
+    names = sorted({k for values in settings.values() for k in values})
+    differing = [n for n in names if len({values.get(n, "-") for values in settings.values()}) > 1]
+    return {
+        arm: {key(n): _text(values.get(n, "-"), MAX_PARAM) for n in differing}
+        for arm, values in settings.items()
+    }
+
+
+def arm_settings(arm: Mapping[str, Any]) -> dict[str, str]:
+    """An arm's launch as flat settings: every ``--flag [value]`` of its argv, its env, image, model."""
+    out = {"image": str(arm.get("image") or "-"), "model_sha256": str(arm.get("model_sha256") or "-")}
+    out.update({f"env.{k}": str(v) for k, v in (arm.get("env") or {}).items()})
+    argv = [str(a) for a in arm.get("argv") or []]
+    command: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if not token.startswith("-") or token == "-":
+            command.append(token)
+            i += 1
+            continue
+        name, eq, value = token.lstrip("-").partition("=")
+        if not eq:
+            takes_value = i + 1 < len(argv) and not argv[i + 1].startswith("--")
+            value = argv[i + 1] if takes_value else "true"
+            i += 1 if takes_value else 0
+        out[f"flag.{name}"] = value
+        i += 1
+    out["command"] = " ".join(command) if command else "-"
+    return out
+
+
 # -- from an entry to its run
 
 
-def entry_spec(entry: Mapping[str, Any], runs_dir: Path, status: str = "active", note: str = "") -> RunSpec:
+def entry_spec(entry: Mapping[str, Any], runs_dir: Roots, status: str = "active", note: str = "") -> RunSpec:
     """The redacted RunSpec of one indexed entry (result, calibration or failure)."""
     build = {"result": result_spec, "calibration": calibration_spec, "failure": failure_spec}[entry["kind"]]
     spec = build(entry, runs_dir)
+    final = run_status(entry["kind"], status)
     spec = replace(
         spec,
+        name=RETRACTED_PREFIX + spec.name if status == "retracted" else spec.name,
+        tags={**spec.tags, **units_tag(spec.metrics)},
+        status=final,
         status_tags=status_tags(status, note, _headline(entry)),
-        children=tuple(replace(c, status_tags={STATUS_TAG: status}) for c in spec.children),
+        children=tuple(
+            replace(
+                c,
+                tags={**c.tags, **units_tag(c.metrics)},
+                status="KILLED" if final == "KILLED" else "FINISHED",
+                status_tags={STATUS_TAG: status},
+            )
+            for c in spec.children
+        ),
     )
     return redact_spec(spec)
 
@@ -608,21 +751,67 @@ class IndexedRun:
 
     run_id: str
     entry_id: str
-    finished: bool
+    finished: bool  # complete: FINISHED, FAILED or KILLED (RUNNING: a sync is building it, or died)
     start_ms: int
     tags: dict[str, str]
+    status: str = "FINISHED"
 
 
 class TrackingClient(Protocol):
     """The few store operations sync needs; MlflowTrackingClient implements them, tests fake them."""
 
     def indexed_runs(self) -> list[IndexedRun]: ...
+    def entry_runs(self, entry_id: str) -> list[IndexedRun]: ...
+    def running_runs(self) -> list[IndexedRun]: ...
     def create_run(self, spec: RunSpec, parent_run_id: str | None = None) -> str: ...
     def upload_dir(self, run_id: str, local_dir: Path) -> None: ...
-    def finish(self, run_id: str, end_ms: int) -> None: ...
+    def finish(self, run_id: str, end_ms: int, status: str = "FINISHED") -> None: ...
+    def rename(self, run_id: str, name: str) -> None: ...
     def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None: ...
     def child_run_ids(self, run_id: str) -> list[str]: ...
     def delete_run(self, run_id: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class SyncSession:
+    """One sync process, as the runs it is building say (tag ``ledger.sync``).
+
+    Several boxes may sync into one server at once. A RUNNING run is someone's work in progress,
+    unless it was abandoned: its process is gone from this host, or (from another host) it has
+    not finished for STALE_MS."""
+
+    host: str
+    pid: int
+    nonce: str
+    started_ms: int
+
+    @classmethod
+    def here(cls) -> SyncSession:
+        return cls(socket.gethostname(), os.getpid(), secrets.token_hex(4), int(time.time() * 1000))
+
+    def tag(self) -> str:
+        return f"{self.host} {self.pid} {self.nonce} {self.started_ms}"
+
+    def abandoned(self, run: IndexedRun) -> bool:
+        parts = run.tags.get(SYNC_TAG, "").split()
+        if len(parts) != 4 or not parts[1].isdigit() or not parts[3].isdigit():
+            return True  # written by a sync that did not say who it was: nobody is finishing it
+        host, pid, nonce, started = parts[0], int(parts[1]), parts[2], int(parts[3])
+        if host != self.host:
+            return self.started_ms - started > STALE_MS
+        if pid == self.pid:
+            return nonce != self.nonce  # an earlier sync in this process stopped half-way
+        return not _process_alive(pid)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @dataclass
@@ -632,24 +821,42 @@ class SyncReport:
     created: int = 0
     updated: int = 0
     skipped: int = 0  # already indexed, nothing changed
-    repaired: int = 0  # unfinished or duplicate runs removed (a sync killed half-way, two syncs at once)
+    repaired: int = 0  # unfinished runs of a sync that died, and duplicates, removed
+    raced: int = 0  # runs this sync made for entries another sync indexed at the same moment, removed
+    elsewhere: int = 0  # entries another sync is indexing right now (left to it)
     runs: dict[str, str] = field(default_factory=dict)  # ledger entry id -> parent run id
     problems: list[str] = field(default_factory=list)  # run-folder lines not read (file:line: why)
+    experiment_id: str = ""
 
     @property
     def parent_run_ids(self) -> list[str]:
         return list(self.runs.values())
 
     def __str__(self) -> str:
-        repaired = f", {self.repaired} unfinished runs rebuilt" if self.repaired else ""
-        text = (
-            f"{self.created} created, {self.updated} updated, {self.skipped} unchanged{repaired} "
-            f"({len(self.runs)} entries in experiment {self.experiment!r} at {safe_uri(self.tracking_uri)})"
+        extra = [
+            f"{self.repaired} unfinished or duplicate runs rebuilt" if self.repaired else "",
+            f"{self.raced} indexed by another sync at the same time" if self.raced else "",
+            f"{self.elsewhere} being indexed by another sync now" if self.elsewhere else "",
+        ]
+        text = ", ".join(
+            [f"{self.created} created, {self.updated} updated, {self.skipped} unchanged"]
+            + [e for e in extra if e]
+        )
+        text += (
+            f" ({len(self.runs)} entries in experiment {self.experiment!r} at {safe_uri(self.tracking_uri)})"
         )
         if self.problems:
             more = f" and {len(self.problems) - 1} more" if len(self.problems) > 1 else ""
             text += f"; run-folder lines not indexed: {self.problems[0]}{more}"
-        return text
+        url = browse_url(self.tracking_uri, self.experiment_id)
+        return text + (f"\nBrowse: {url}" if url else "")
+
+
+def browse_url(tracking_uri: str, experiment_id: str) -> str | None:
+    """The experiment's runs in a tracking server's UI, in the classic view with the ledger's columns."""
+    if not experiment_id or not tracking_uri.startswith(("http://", "https://")):
+        return None
+    return f"{safe_uri(tracking_uri).rstrip('/')}/#/experiments/{experiment_id}/runs?{UI_QUERY}"
 
 
 def safe_uri(uri: str) -> str:
@@ -663,21 +870,45 @@ def safe_uri(uri: str) -> str:
 
 
 def sync_entries(
-    client: TrackingClient, entries: Sequence[Mapping[str, Any]], runs_dir: Path, report: SyncReport
+    client: TrackingClient,
+    entries: Sequence[Mapping[str, Any]],
+    runs_dir: Roots,
+    report: SyncReport,
+    *,
+    session: SyncSession | None = None,
+    precheck: bool = False,
 ) -> SyncReport:
-    """Index every result, calibration and failure entry once; refresh the status tags of the rest."""
+    """Index every result, calibration and failure entry once; refresh the status of the rest.
+
+    Safe with other syncs at once (other boxes, same server): entries are taken in an order of this
+    sync's own (so that two syncs rarely meet), with ``precheck`` (or, without it, once another
+    sync is seen at work) each is looked up again just before its run is made, and after the sync
+    a post-check keeps one run per entry (see keep_one_run). A sync that dies half-way leaves a
+    RUNNING run that the next sync removes.
+    """
+    session = session or SyncSession.here()
+    watch = not precheck  # an unshared store: look for other syncs now and then, precheck once seen
     statuses = fold_statuses(entries)
     notes = status_notes(entries, statuses)
     indexed = _group_by_entry(client.indexed_runs())
-    for entry in entries:
-        if entry["kind"] not in INDEXED_KINDS:
-            continue
+    created: dict[str, str] = {}
+    todo = [e for e in entries if e["kind"] in INDEXED_KINDS]
+    random.Random(session.nonce).shuffle(todo)
+    for entry in todo:
         status = (statuses.get(entry["id"], "active"), notes.get(entry["id"], ""))
-        keep = _keep_one(client, indexed.get(entry["id"], []), report)
+        found = indexed.get(entry["id"], [])
+        if watch and not found and len(created) % WATCH_EVERY == 0 and _others_at_work(client, session):
+            precheck, watch = True, False
+        if precheck and not found:
+            found = client.entry_runs(entry["id"])
+        keep = _keep_one(client, found, report, session)
+        if keep is None and any(not r.finished and not session.abandoned(r) for r in found):
+            report.elsewhere += 1
+            continue
         if keep is None:
             spec = entry_spec(entry, runs_dir, *status)
             report.problems += spec.problems
-            report.runs[entry["id"]] = create_tree(client, spec)
+            created[entry["id"]] = report.runs[entry["id"]] = create_tree(client, spec, session)
             report.created += 1
             continue
         report.runs[entry["id"]] = keep.run_id
@@ -685,25 +916,34 @@ def sync_entries(
             report.updated += 1
         else:
             report.skipped += 1
+    if created:
+        _post_check(client, created, report)
     return report
+
+
+def _others_at_work(client: TrackingClient, session: SyncSession) -> bool:
+    """Whether another live sync is building runs in this store right now."""
+    return any(
+        run.tags.get(SYNC_TAG) != session.tag() and not session.abandoned(run)
+        for run in client.running_runs()
+    )
 
 
 def _update(
     client: TrackingClient,
     existing: IndexedRun,
     entry: Mapping[str, Any],
-    runs_dir: Path,
+    runs_dir: Roots,
     status: tuple[str, str],
     report: SyncReport,
 ) -> bool:
-    """Refresh an indexed entry's status tags, and attach its run folder if it has arrived since.
+    """Refresh an indexed entry's status, and attach its run folder if it has arrived since.
 
     The full RunSpec (the folder's records read, every string redacted) is built only when the
     folder is to be attached: a sync of a large, already indexed ledger stays cheap.
     """
-    changed = refresh_status(client, existing, entry_status_tags(entry, *status))
-    folder = run_folder(entry)
-    if existing.tags.get(FILES_TAG) != "attached" and folder and (runs_dir / folder).is_dir():
+    changed = refresh_status(client, existing, entry, *status)
+    if existing.tags.get(FILES_TAG) != "attached" and find_run_dir(runs_dir, run_folder(entry)):
         spec = entry_spec(entry, runs_dir, *status)
         report.problems += spec.problems
         attach_late_files(client, existing, spec)
@@ -713,70 +953,136 @@ def _update(
 
 def _group_by_entry(runs: Iterable[IndexedRun]) -> dict[str, list[IndexedRun]]:
     grouped: dict[str, list[IndexedRun]] = {}
-    for run in sorted(runs, key=lambda r: r.start_ms):
+    for run in sorted(runs, key=lambda r: r.run_id):
         grouped.setdefault(run.entry_id, []).append(run)
     return grouped
 
 
-def _keep_one(client: TrackingClient, runs: list[IndexedRun], report: SyncReport) -> IndexedRun | None:
-    """The finished run that stands for an entry; unfinished ones and duplicates are removed."""
-    finished = [r for r in runs if r.finished]
-    keep = finished[0] if finished else None
+def keep_one_run(runs: Sequence[IndexedRun]) -> IndexedRun | None:
+    """The run that stands for an entry: the complete one with the smallest run id.
+
+    The one rule every sync applies, before and after it creates runs. Two syncs that both made
+    a run for an entry each remove the other complete runs once theirs is complete; whichever
+    looks last sees both, so exactly the smallest survives, and nobody removes that one."""
+    complete = sorted((r for r in runs if r.finished), key=lambda r: r.run_id)
+    return complete[0] if complete else None
+
+
+def _keep_one(
+    client: TrackingClient, runs: list[IndexedRun], report: SyncReport, session: SyncSession
+) -> IndexedRun | None:
+    """keep_one_run; the other complete runs and the abandoned RUNNING ones are removed."""
+    keep = keep_one_run(runs)
     for run in runs:
-        if run is not keep:
+        if run is not keep and (run.finished or session.abandoned(run)):
             delete_tree(client, run.run_id)
             report.repaired += 1
     return keep
 
 
-def create_tree(client: TrackingClient, spec: RunSpec) -> str:
-    """The parent run, its children and files; marked FINISHED only when all of it is logged."""
-    run_id = client.create_run(
-        replace(
-            spec, tags={**spec.tags, **spec.status_tags, FILES_TAG: "pending" if spec.run_dir else "absent"}
-        )
-    )
-    for name, text in spec.texts.items():
-        upload_text(client, run_id, name, text)
-    if spec.run_dir:
-        attach_files(client, run_id, spec)
-    client.finish(run_id, spec.end_ms)
+def _post_check(client: TrackingClient, created: Mapping[str, str], report: SyncReport) -> None:
+    """After this sync's runs are complete: one run per entry it indexed (keep_one_run).
+
+    A few new entries are looked up one by one; many, in one listing of the store."""
+    if len(created) <= POST_CHECK_LOOKUPS:
+        indexed = {entry_id: client.entry_runs(entry_id) for entry_id in created}
+    else:
+        indexed = _group_by_entry(client.indexed_runs())
+    for entry_id, run_id in created.items():
+        runs = indexed.get(entry_id, [])
+        keep = keep_one_run(runs)
+        for run in runs:
+            if run.finished and run is not keep:
+                delete_tree(client, run.run_id)
+        if keep is not None and keep.run_id != run_id:
+            report.runs[entry_id] = keep.run_id
+            report.created -= 1
+            report.raced += 1
+
+
+def run_status(kind: str, status: str) -> str:
+    """The MLflow status of an entry's run: FAILED for a failure, KILLED once retracted, else FINISHED."""
+    if status == "retracted":
+        return "KILLED"
+    return "FAILED" if kind == "failure" else "FINISHED"
+
+
+def create_tree(client: TrackingClient, spec: RunSpec, session: SyncSession | None = None) -> str:
+    """The parent run, its files and children; given its final status only when all of it is logged."""
+    tags = {
+        **spec.tags,
+        **spec.status_tags,
+        FILES_TAG: "attached" if spec.run_dir else "absent",
+        SYNC_TAG: (session or SyncSession.here()).tag(),
+    }
+    if not spec.texts and not spec.run_dir:  # nothing to upload (most entries from other boxes)
+        run_id = client.create_run(replace(spec, tags=tags))
+    else:
+        with tempfile.TemporaryDirectory(prefix="ledger-mlflow-") as staging:
+            withheld = stage_files(spec, Path(staging))
+            run_id = client.create_run(replace(spec, tags={**tags, **_folder_tags(spec, withheld)}))
+            client.upload_dir(run_id, Path(staging))
+    _create_children(client, run_id, spec)
+    client.finish(run_id, spec.end_ms, spec.status)
     return run_id
 
 
-def attach_files(client: TrackingClient, run_id: str, spec: RunSpec) -> None:
-    """Children from the run folder's records, and its files (redacted copies) as artifacts."""
-    for child in spec.children:
-        child_id = client.create_run(
-            replace(child, tags={**child.tags, **child.status_tags}), parent_run_id=run_id
-        )
-        client.finish(child_id, child.end_ms)
-    assert spec.run_dir is not None
-    with tempfile.TemporaryDirectory(prefix="ledger-mlflow-") as staging:
-        withheld = stage_redacted(spec.run_dir, spec.files, Path(staging))
-        client.upload_dir(run_id, Path(staging))
-    tags = {FILES_TAG: "attached"}
+def _folder_tags(spec: RunSpec, withheld: Sequence[str]) -> dict[str, str]:
+    tags = {}
     if spec.problems:
         tags[PROBLEMS_TAG] = _text(redact_text("; ".join(spec.problems)), MAX_TAG)
     if withheld:
         tags["ledger.files_withheld"] = _text(", ".join(withheld), MAX_TAG)
-    client.set_tags(run_id, tags)
+    return tags
+
+
+def _create_children(client: TrackingClient, run_id: str, spec: RunSpec) -> None:
+    for child in spec.children:
+        child_id = client.create_run(
+            replace(child, tags={**child.tags, **child.status_tags}), parent_run_id=run_id
+        )
+        client.finish(child_id, child.end_ms, child.status)
+
+
+def stage_files(spec: RunSpec, staging: Path) -> list[str]:
+    """The run's texts and its folder's files (redacted copies) under ``staging``; returns the
+    files withheld (not UTF-8 text)."""
+    for name, text in spec.texts.items():
+        (staging / name).write_text(text, encoding="utf-8")
+    return stage_redacted(spec.run_dir, spec.files, staging) if spec.run_dir else []
 
 
 def attach_late_files(client: TrackingClient, existing: IndexedRun, spec: RunSpec) -> None:
     """A run indexed on a box without the run folder gets the folder once a box that has it syncs."""
     for child_id in client.child_run_ids(existing.run_id):  # a half-finished earlier attach
         client.delete_run(child_id)
-    attach_files(client, existing.run_id, spec)
+    _create_children(client, existing.run_id, spec)
+    with tempfile.TemporaryDirectory(prefix="ledger-mlflow-") as staging:
+        assert spec.run_dir is not None
+        withheld = stage_redacted(spec.run_dir, spec.files, Path(staging))
+        client.upload_dir(existing.run_id, Path(staging))
+    client.set_tags(existing.run_id, {FILES_TAG: "attached", **_folder_tags(spec, withheld)})
 
 
-def refresh_status(client: TrackingClient, existing: IndexedRun, tags: Mapping[str, str]) -> bool:
-    """Mirror a new ledger status into the tags (children first: the parent's tags say it is done)."""
-    if all(existing.tags.get(k) == v for k, v in tags.items()):
+def refresh_status(
+    client: TrackingClient, existing: IndexedRun, entry: Mapping[str, Any], status: str, note: str
+) -> bool:
+    """Mirror a new ledger status into the tags, and a retraction into the run's status and name
+    (children first: the parent's tags say it is done)."""
+    tags = entry_status_tags(entry, status, note)
+    final = run_status(entry["kind"], status)
+    if all(existing.tags.get(k) == v for k, v in tags.items()) and existing.status == final:
         return False
+    end_ms = ts_ms(entry["ts"])
     for child_id in client.child_run_ids(existing.run_id):
         client.set_tags(child_id, {STATUS_TAG: tags[STATUS_TAG]})
+        if final == "KILLED":
+            client.finish(child_id, end_ms, final)
     client.set_tags(existing.run_id, tags)
+    if existing.status != final:
+        client.finish(existing.run_id, end_ms, final)
+        if final == "KILLED":
+            client.rename(existing.run_id, entry_spec(entry, (), status, note).name)
     return True
 
 
@@ -784,12 +1090,6 @@ def delete_tree(client: TrackingClient, run_id: str) -> None:
     for child_id in client.child_run_ids(run_id):
         client.delete_run(child_id)
     client.delete_run(run_id)
-
-
-def upload_text(client: TrackingClient, run_id: str, name: str, text: str) -> None:
-    with tempfile.TemporaryDirectory(prefix="ledger-mlflow-") as staging:
-        (Path(staging) / name).write_text(text)
-        client.upload_dir(run_id, Path(staging))
 
 
 def stage_redacted(run_dir: Path, files: Iterable[str], staging: Path) -> list[str]:
@@ -822,6 +1122,10 @@ def require_mlflow():
     # Against a server, MLflow 3 prints two "View run ... at: URL" lines to stdout for every run it
     # finishes (and fetches the run again to do so): a hundred lines and calls for one sync.
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+    # A server answering 500 would be retried 7 times with doubling waits (minutes) before the sync
+    # could say so; the sync resumes where it stopped, so fail within seconds instead.
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
     try:
         import mlflow
         import mlflow.exceptions
@@ -845,22 +1149,27 @@ class MlflowTrackingClient:
 
     @classmethod
     def open(cls, tracking_uri: str, experiment_name: str) -> MlflowTrackingClient:
-        client = require_mlflow().MlflowClient(tracking_uri)
+        mlflow = require_mlflow()
+        if tracking_uri.startswith("sqlite:"):
+            lighten_sqlite_commits()
+        client = mlflow.MlflowClient(tracking_uri)
         experiment = client.get_experiment_by_name(experiment_name)
-        if experiment is not None:
-            return cls(client, experiment.experiment_id)
-        root = artifact_root(tracking_uri)
-        experiment_id = client.create_experiment(
-            experiment_name,
-            artifact_location=str(root / key(experiment_name)) if root else None,
-            # "custom_model_development" makes the 3.x UI open on the runs table, not on traces.
-            tags={
-                "mlflow.experimentKind": "custom_model_development",
-                "mlflow.note.content": "Indexed from the Recipe Ledger by `ledger mlflow sync`. "
-                "The ledger (ledger/*.jsonl) is the record; this is its index.",
-            },
-        )
-        return cls(client, experiment_id)
+        if experiment is None:
+            root = artifact_root(tracking_uri)
+            try:
+                client.create_experiment(
+                    experiment_name,
+                    artifact_location=str(root / key(experiment_name)) if root else None,
+                    tags=experiment_tags(),
+                )
+            except mlflow.exceptions.MlflowException as error:
+                if error.error_code != "RESOURCE_ALREADY_EXISTS":  # another box created it just now
+                    raise
+            experiment = client.get_experiment_by_name(experiment_name)
+        for name, value in experiment_tags().items():  # stores made by older versions get the view too
+            if experiment.tags.get(name) != value:
+                client.set_experiment_tag(experiment.experiment_id, name, value)
+        return cls(client, experiment.experiment_id)
 
     def _search(self, filter_string: str) -> Iterator[Any]:
         token = None
@@ -874,15 +1183,27 @@ class MlflowTrackingClient:
                 return
 
     def indexed_runs(self) -> list[IndexedRun]:
+        return self._indexed(f"tags.`{ROLE_TAG}` = 'entry'")
+
+    def entry_runs(self, entry_id: str) -> list[IndexedRun]:
+        if not re.fullmatch(r"[0-9a-f]+", entry_id):  # ids are hex; nothing else enters a filter
+            raise InputError(f"{entry_id!r} is not a ledger entry id")
+        return self._indexed(f"tags.`{ENTRY_TAG}` = '{entry_id}' and tags.`{ROLE_TAG}` = 'entry'")
+
+    def running_runs(self) -> list[IndexedRun]:
+        return self._indexed(f"tags.`{ROLE_TAG}` = 'entry' and attributes.status = 'RUNNING'")
+
+    def _indexed(self, filter_string: str) -> list[IndexedRun]:
         return [
             IndexedRun(
                 run.info.run_id,
                 run.data.tags[ENTRY_TAG],
-                run.info.status == "FINISHED",
+                run.info.status in TERMINAL,
                 run.info.start_time or 0,
                 dict(run.data.tags),
+                run.info.status,
             )
-            for run in self._search(f"tags.`{ROLE_TAG}` = 'entry'")
+            for run in self._search(filter_string)
             if ENTRY_TAG in run.data.tags
         ]
 
@@ -908,8 +1229,11 @@ class MlflowTrackingClient:
         if any(local_dir.iterdir()):
             self.client.log_artifacts(run_id, str(local_dir))
 
-    def finish(self, run_id: str, end_ms: int) -> None:
-        self.client.set_terminated(run_id, "FINISHED", end_time=end_ms)
+    def finish(self, run_id: str, end_ms: int, status: str = "FINISHED") -> None:
+        self.client.set_terminated(run_id, status, end_time=end_ms)
+
+    def rename(self, run_id: str, name: str) -> None:
+        self.client.update_run(run_id, name=name)
 
     def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
         from mlflow.entities import RunTag
@@ -922,6 +1246,41 @@ class MlflowTrackingClient:
 
     def delete_run(self, run_id: str) -> None:
         self.client.delete_run(run_id)
+
+
+def lighten_sqlite_commits() -> None:
+    """SQLite stores commit in write-ahead-log mode without an fsync per commit.
+
+    MLflow commits several times per run (params, metrics and tags each in their own session), and
+    in SQLite's default mode every commit waits for the disk: most of a sync's time on a busy box.
+    The store is an index the ledger rebuilds (``ledger mlflow sync``), so a power cut losing its
+    last commits costs nothing; WAL with synchronous=NORMAL never corrupts it. Idempotent."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    if not event.contains(Engine, "connect", _sqlite_pragmas):
+        event.listen(Engine, "connect", _sqlite_pragmas)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    if isinstance(dbapi_connection, sqlite3.Connection):
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+
+def experiment_tags() -> dict[str, str]:
+    """The experiment's description, its kind, and the view the printed links open (VIEW_TAG)."""
+    view = {"selectedColumns": list(DEFAULT_COLUMNS), "runsExpanded": {}}
+    return {
+        # Read by MLflow 3.x UIs without the workflow switch (and shown as the experiment's type).
+        "mlflow.experimentKind": "custom_model_development",
+        "mlflow.note.content": "Indexed from the Recipe Ledger by `ledger mlflow sync`. "
+        "The ledger (ledger/*.jsonl) is the record; this is its index. "
+        f"Open with `?{UI_QUERY}` for the runs table and the ledger's columns (docs/mlflow.md).",
+        VIEW_TAG: json.dumps(view, separators=(",", ":")),
+    }
 
 
 def _chunks(items: list[T], size: int) -> Iterator[list[T]]:
@@ -972,34 +1331,95 @@ def check_reachable(tracking_uri: str, timeout_s: float = 5.0) -> None:
 def sync_ledger(
     repo: Path, tracking_uri: str | None = None, *, experiment_name: str = DEFAULT_EXPERIMENT
 ) -> SyncReport:
-    """Index the ledger under ``repo`` (and its ``runs/`` folder) into an MLflow store, idempotently."""
+    """Index the ledger under ``repo`` (its ``runs/`` and ``evidence/*/`` run folders too) into an
+    MLflow store, idempotently. The ledger is only read: whatever fails, nothing in it changes."""
     repo = Path(repo)
     entries = Ledger.open(repo).entries()
     uri = tracking_uri or default_tracking_uri(repo)
+    check_tracking_uri(uri)
     mlflow = require_mlflow()
+    import requests  # MLflow's own HTTP client: artifact uploads raise its errors, not MlflowException
+
     check_reachable(uri)
     report = SyncReport(tracking_uri=uri, experiment=experiment_name)
     try:
         client = MlflowTrackingClient.open(uri, experiment_name)
-        return sync_entries(client, entries, runs.runs_dir(repo), report)
-    except mlflow.exceptions.MlflowException as error:
-        done = f"{report.created} created, {report.updated} updated before it"
-        raise TrackingError(
-            f"MLflow refused the sync ({redact_text(str(error))[:300]}); {done}",
-            where=safe_uri(uri),
-            hint=_hint_for(str(error), uri),
-        ) from None
+        report.experiment_id = client.experiment_id
+        # A server is shared: look each entry up again just before indexing it (another box may
+        # have done it since this sync listed the store). A local file rarely has company.
+        shared = uri.startswith(("http://", "https://"))
+        return sync_entries(client, entries, run_roots(repo), report, precheck=shared)
+    except (mlflow.exceptions.MlflowException, requests.RequestException) as error:
+        raise refusal(str(error), uri, report) from None
 
 
-def _hint_for(message: str, uri: str) -> str:
-    if "Invalid Host header" in message:
+TRACKING_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "file", "databricks")
+
+
+def check_tracking_uri(uri: str) -> None:
+    """An InputError for what is not a tracking URI (``mlflow.lab:5000``, a typo in the scheme)."""
+    scheme = urllib.parse.urlsplit(uri).scheme.split("+")[0]
+    if scheme not in TRACKING_SCHEMES or (
+        scheme in ("http", "https") and not urllib.parse.urlsplit(uri).hostname
+    ):
+        raise InputError(
+            f"{safe_uri(uri)} is not a tracking URI",
+            where="--tracking-uri / MLFLOW_TRACKING_URI",
+            hint="give http://HOST:PORT (a tracking server) or sqlite:///PATH (a local store)",
+        )
+
+
+# What a refusal's text says -> (what happened, what to do); the first match wins.
+_REFUSALS: tuple[tuple[tuple[str, ...], str, str], ...] = (
+    (
+        # The server's artifact proxy (mlflow-artifacts/...) failing, or S3's own words for bad keys.
+        ("mlflow-artifacts", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "NoSuchBucket"),
+        "the tracking server could not store the run's files in its artifact store",
+        "fix the server's S3 settings (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, the bucket) and restart it; "
+        "then ledger mlflow sync (it resumes where it stopped)",
+    ),
+    (
+        # A 5xx, answered at once or after MLflow's client retried it ("too many 500 error responses").
+        ("error code 5", "500 error responses", "502 error responses", "503 error responses"),
+        "the tracking server failed mid-sync",
+        "ledger mlflow sync once the server is healthy again (it resumes where it stopped)",
+    ),
+    (
+        (
+            "Failed to establish a new connection",
+            "Connection refused",
+            "Read timed out",
+            "RemoteDisconnected",
+        ),
+        "the tracking server stopped answering mid-sync",
+        "ledger mlflow sync once it is up again (it resumes where it stopped)",
+    ),
+)
+
+
+def refusal(message: str, uri: str, report: SyncReport) -> TrackingError:
+    """One line for an MLflow refusal: what happened, what was done before it, what to run next."""
+    text = " ".join(redact_text(message).split())  # server bodies carry newlines and XML
+    done = f"{report.created} created, {report.updated} updated before it; the ledger is untouched"
+    what, hint = "MLflow refused the sync", "ledger mlflow sync (it resumes where it stopped)"
+    if "Invalid Host header" in text:
         # MLflow 3 servers accept only localhost and private IPs in the Host header unless told otherwise.
         parts = urllib.parse.urlsplit(uri)
         host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
-        return (
+        hint = (
             f"start the server with --allowed-hosts {host} (the Host header this box sends), then sync again"
         )
-    return "ledger mlflow sync (it resumes where it stopped)"
+    elif "error code 404" in text and "/api/2.0/mlflow/experiments" in text:
+        what = "the server answers, but not as an MLflow tracking server (404 on its API)"
+        hint = (
+            "check --tracking-uri / MLFLOW_TRACKING_URI: the MLflow server's address, e.g. http://HOST:5000"
+        )
+    else:
+        for needles, found, advice in _REFUSALS:
+            if any(n in text for n in needles):
+                what, hint = found, advice
+                break
+    return TrackingError(f"{what} ({text[:240]}); {done}", where=safe_uri(uri), hint=hint)
 
 
 # ------------------------------------------------------------------------------ export

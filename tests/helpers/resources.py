@@ -157,6 +157,40 @@ def mlflow() -> str | None:
     return _importable("mlflow", "pip install 'recipe-ledger[tracking]'")
 
 
+TRACKING_SERVER_ENV = "tracking-server.env"  # written by scripts/tracking-server/start.sh
+
+
+def tracking_server_dir() -> Path:
+    """The state folder of scripts/tracking-server/start.sh (its TRACKING_SERVER_DIR)."""
+    default = Path(os.environ.get("TMPDIR", "/tmp")) / "recipe-ledger-tracking-server"
+    return Path(os.environ.get("TRACKING_SERVER_DIR", default))
+
+
+def tracking_server_settings() -> dict[str, str]:
+    """MLFLOW_TRACKING_URI, TRACKING_PG_URI, TRACKING_S3_ENDPOINT, TRACKING_S3_BUCKET of the running stack."""
+    path = tracking_server_dir() / TRACKING_SERVER_ENV
+    lines = path.read_text().splitlines() if path.is_file() else []
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+@functools.cache
+def tracking_server() -> str | None:
+    """The shared tracking stack answers: MLflow on PostgreSQL with S3 artifacts (and boto3, psycopg here)."""
+    missing = mlflow() or _importable("boto3", "pip install 'recipe-ledger[dev]'")
+    missing = missing or _importable("psycopg", "pip install 'recipe-ledger[dev]'")
+    if missing:
+        return missing
+    uri = tracking_server_settings().get("MLFLOW_TRACKING_URI")
+    if not uri:
+        where = tracking_server_dir() / TRACKING_SERVER_ENV
+        return f"no tracking server started ({where} is missing): scripts/tracking-server/start.sh"
+    try:
+        urllib.request.urlopen(uri + "/health", timeout=5).close()
+    except OSError as error:
+        return f"the tracking server at {uri} does not answer ({error}): scripts/tracking-server/start.sh"
+    return None
+
+
 @functools.cache
 def dvc() -> str | None:
     if dvc_executable() is None:
@@ -190,6 +224,7 @@ PROBES: dict[str, Probe] = {
     "browser": browser,
     "compat": compat,
     "mlflow": mlflow,
+    "tracking-server": tracking_server,
     "dvc": dvc,
     "ray": ray,
 }

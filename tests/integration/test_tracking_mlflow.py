@@ -86,7 +86,8 @@ def assert_result_run(uri: str, result_entry: dict) -> str:
     assert params["arm.control.fingerprint"] == record["arms"]["control"]["fingerprint"]
     assert params["instrument.probe.version"].startswith("command:")
     assert params["experiment.spec_sha256"] == record["spec_sha256"]
-    assert 0.25 < metrics["verdict.fast.output_tps_total.c4.effect"] < 0.35
+    assert 25 < metrics["verdict.fast.output_tps_total.c4.effect_pct"] < 35  # a signed percentage
+    assert "verdict.fast.output_tps_total.c4.effect_pct=%" in tags["ledger.units"]
     assert (
         metrics["fast.c4.output_tps_total"] == result_entry["payload"]["metrics"]["fast.c4.output_tps_total"]
     )
@@ -96,6 +97,8 @@ def assert_result_run(uri: str, result_entry: dict) -> str:
         (arm, str(r), str(p)) for arm in ("control", "fast") for r in (1, 2) for p in (1, 4)
     }
     assert all("output_tps_total" in k.data.metrics and k.info.status == "FINISHED" for k in kids)
+    assert all("output_tps_total=tok/s" in k.data.tags["ledger.units"] for k in kids)
+    assert not any(name.startswith(("control.", "fast.")) for k in kids for name in k.data.metrics)
     files = {a.path for a in client(uri).list_artifacts(run.info.run_id)}
     assert {"plan.json", "measurements.jsonl", "summary.json", "server-control-r1.log", "raw"} <= files
     return run.info.run_id
@@ -124,6 +127,8 @@ def test_sync_indexes_a_run_once_and_mirrors_a_retraction(repo):
     assert after.startswith("0 created, 1 updated, 1 unchanged"), after
     run = client(uri).get_run(run_id)
     assert run.data.tags["ledger.status"] == "retracted"
+    assert run.info.status == "KILLED" and run.info.run_name.startswith("[retracted] ")
+    assert {k.info.status for k in children(uri, run_id)} == {"KILLED"}
     assert "the probe was miscalibrated" in run.data.tags["ledger.status_note"]
     assert {k.data.tags["ledger.status"] for k in children(uri, run_id)} == {"retracted"}
     assert len(parent_runs(uri)) == 2
@@ -138,7 +143,9 @@ def test_ledger_run_indexes_at_once_and_a_failure_gets_its_cause(repo):
     run_experiment(repo, "--oom-after", "0")
     assert sync(repo).startswith("2 created, 0 updated, 2 unchanged")
     (failure,) = parent_runs(local_uri(repo), "failure")
-    assert failure.data.tags["ledger.cause_class"] == "oom"
+    assert failure.data.tags["ledger.cause_class"] == "oom" and failure.info.status == "FAILED"
+    experiment = client(local_uri(repo)).get_experiment_by_name("recipe-ledger")
+    assert "params.`arm`" in experiment.tags["mlflow.sharedViewState.ledger"]
     text = client(local_uri(repo)).download_artifacts(failure.info.run_id, "failure.txt", str(repo / "dl"))
     assert "out of memory" in Path(text).read_text().lower()
 

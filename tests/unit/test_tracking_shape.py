@@ -251,8 +251,13 @@ def test_a_result_maps_to_one_parent_with_verdict_tags_and_pinned_params(ledger,
     assert spec.params["experiment.spec_sha256"] == "sha256:" + "c" * 64
     assert spec.params["script.scripts/probe.py"] == "2" * 40
     assert spec.metrics["fast.c4.output_tps_total"] == 520.0
-    assert spec.metrics["verdict.fast.output_tps_total.c4.effect"] == pytest.approx(0.3)
-    assert spec.metrics["verdict.fast.output_tps_total.c4.ci_low"] == pytest.approx(0.28)
+    assert spec.metrics["verdict.fast.output_tps_total.c4.effect_pct"] == pytest.approx(30.0)
+    assert spec.metrics["verdict.fast.output_tps_total.c4.ci_low_pct"] == pytest.approx(28.0)
+    units = spec.tags["ledger.units"].split(", ")
+    assert (
+        "fast.c4.output_tps_total=tok/s" in units and "verdict.fast.output_tps_total.c4.effect_pct=%" in units
+    )
+    assert "verdict.fast.output_tps_total.c4.control=tok/s" in units
     assert spec.end_ms - spec.start_ms == 2000  # the run's duration, ending when the entry was written
 
 
@@ -271,6 +276,14 @@ def test_with_its_run_folder_a_result_gets_children_and_files(ledger, tmp_path):
     assert child.params["seed"] == "2004" and child.params["instrument_version"] == "command:54be33543e056229"
     assert child.params["arm_fingerprint"] == FP_FAST
     assert child.metrics == {"output_tps_total": 400.0, "server.prefix_cache_hit_rate": 0.5, "wall_s": 0.06}
+    # What sets the arms apart, as params on every child: the flags, the image; not what they share.
+    assert (child.params["flag.fast"], child.params["image"]) == ("true", "-")
+    assert "flag.api-key" in child.params  # a flag only one arm has (its value redacted by its name)
+    control = next(c for c in spec.children if c.name == "control#1 c4")
+    assert control.params["flag.fast"] == "-" and control.params["image"].startswith("vllm/vllm-openai@")
+    assert SECRET not in control.params["flag.api-key"] and "command" not in control.params
+    assert "output_tps_total=tok/s" in child.tags["ledger.units"]
+    assert not any(name.startswith(("control.", "fast.")) for name in child.metrics)
     assert child.tags["ledger.parent_entry"] == spec.tags[ENTRY_TAG] and child.status_tags == {
         STATUS_TAG: "active"
     }
@@ -355,9 +368,14 @@ class FakeRun:
     spec: RunSpec
     tags: dict
     parent: str | None
-    finished: bool = False
+    status: str = "RUNNING"
     deleted: bool = False
     files: dict = field(default_factory=dict)
+    name: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.status != "RUNNING"
 
 
 class FakeStore:
@@ -366,30 +384,41 @@ class FakeStore:
     def __init__(self):
         self.runs: dict[str, FakeRun] = {}
         self.created = 0
+        self.lookups = 0
 
     def active(self):
         return {rid: r for rid, r in self.runs.items() if not r.deleted}
 
     def indexed_runs(self):
         return [
-            IndexedRun(rid, r.tags[ENTRY_TAG], r.finished, int(rid.removeprefix("run")), dict(r.tags))
+            IndexedRun(rid, r.tags[ENTRY_TAG], r.finished, 0, dict(r.tags), r.status)
             for rid, r in self.active().items()
             if r.tags.get("ledger.role") == "entry"
         ]
 
+    def entry_runs(self, entry_id):
+        self.lookups += 1
+        return [r for r in self.indexed_runs() if r.entry_id == entry_id]
+
+    def running_runs(self):
+        return [r for r in self.indexed_runs() if not r.finished]
+
     def create_run(self, spec, parent_run_id=None):
         self.created += 1
-        run_id = f"run{self.created}"
-        self.runs[run_id] = FakeRun(spec, dict(spec.tags), parent_run_id)
+        run_id = f"run{self.created:04d}"
+        self.runs[run_id] = FakeRun(spec, dict(spec.tags), parent_run_id, name=spec.name)
         return run_id
+
+    def rename(self, run_id, name):
+        self.runs[run_id].name = name
 
     def upload_dir(self, run_id, local_dir):
         for path in local_dir.rglob("*"):
             if path.is_file():
                 self.runs[run_id].files[path.relative_to(local_dir).as_posix()] = path.read_text()
 
-    def finish(self, run_id, end_ms):
-        self.runs[run_id].finished = True
+    def finish(self, run_id, end_ms, status="FINISHED"):
+        self.runs[run_id].status = status
 
     def set_tags(self, run_id, tags):
         self.runs[run_id].tags.update(tags)
@@ -483,13 +512,13 @@ def test_an_unfinished_run_from_a_killed_sync_is_rebuilt(ledger, tmp_path):
     result = add_result(ledger)
     store = FakeStore()
     run_id = sync(store, ledger, tmp_path / "runs").runs[result["id"]]
-    store.runs[run_id].finished = False  # as if the sync had died before marking it done
+    store.runs[run_id].status = "RUNNING"  # as if the sync had died before marking it done
     report = sync(store, ledger, tmp_path / "runs")
     assert (report.created, report.repaired) == (1, 1)
     assert store.runs[run_id].deleted and len(store.indexed_runs()) == 1
 
 
-def test_duplicates_from_two_syncs_at_once_are_reduced_to_the_oldest(ledger, tmp_path):
+def test_duplicates_from_two_syncs_at_once_are_reduced_to_one(ledger, tmp_path):
     result = add_result(ledger)
     store = FakeStore()
     first = sync(store, ledger, tmp_path / "runs").runs[result["id"]]
@@ -564,8 +593,58 @@ def test_a_server_refusing_this_host_gets_a_hint_naming_allowed_hosts():
     message = (
         "API request failed with error code 403 != 200. Response body: 'Invalid Host header - possible DNS"
     )
-    assert "--allowed-hosts mlflow.lab:5000" in tracking._hint_for(message, "http://u:p@mlflow.lab:5000")
-    assert tracking._hint_for("anything else", "http://x").startswith("ledger mlflow sync")
+    report = SyncReport("http://mlflow.lab:5000", "x")
+    error = tracking.refusal(message, "http://u:p@mlflow.lab:5000", report)
+    assert "--allowed-hosts mlflow.lab:5000" in error.hint
+    assert tracking.refusal("anything else", "http://x", report).hint.startswith("ledger mlflow sync")
+
+
+@pytest.mark.parametrize(
+    ("message", "says", "hint"),
+    [
+        (
+            "API request to endpoint /api/2.0/mlflow/experiments/get-by-name failed with error code 404"
+            ' != 200. Response body: \'<?xml version="1.0"?>\n<Error><Code>NoSuchBucket</Code>',
+            "not as an MLflow tracking server",
+            "check --tracking-uri",
+        ),
+        (
+            "500 Server Error: InvalidAccessKeyId for url: http://x/api/2.0/mlflow-artifacts/x",
+            "artifact store",
+            "S3",
+        ),
+        (
+            "API request to /api/2.0/mlflow/runs/create failed with error code 500 != 200",
+            "failed mid-sync",
+            "resumes",
+        ),
+        (
+            "API request to http://h/api/2.0/mlflow/runs/create failed with exception HTTPConnectionPool("
+            "host='h', port=1): Max retries exceeded (Caused"
+            " by ResponseError('too many 500 error responses'))",
+            "failed mid-sync",
+            "resumes",
+        ),
+        (
+            "failed with exception ... Failed to establish a new connection",
+            "stopped answering",
+            "once it is up",
+        ),
+    ],
+)
+def test_a_refusal_is_one_line_saying_what_happened_and_what_to_run(message, says, hint):
+    report = SyncReport("http://127.0.0.1:5000", "x", created=3)
+    error = tracking.refusal(message, "http://127.0.0.1:5000", report)
+    assert says in error.message and hint in error.hint and "\n" not in error.one_line()
+    assert "3 created" in error.message and "the ledger is untouched" in error.message
+
+
+@pytest.mark.parametrize("uri", ["mlflow.lab:5000", "htp://mlflow.lab", "http://", "localhost"])
+def test_what_is_not_a_tracking_uri_is_refused_before_anything_is_contacted(uri):
+    with pytest.raises(tracking.InputError, match="is not a tracking URI"):
+        tracking.check_tracking_uri(uri)
+    tracking.check_tracking_uri("sqlite:///x.db")
+    tracking.check_tracking_uri("postgresql+psycopg://u@h/db")
 
 
 def test_a_sync_of_indexed_entries_reads_no_run_folder(ledger, tmp_path, monkeypatch):
@@ -581,3 +660,155 @@ def test_a_sync_of_indexed_entries_reads_no_run_folder(ledger, tmp_path, monkeyp
     monkeypatch.setattr(tracking, "read_records", refuse)
     monkeypatch.setattr(tracking, "stage_redacted", refuse)
     assert sync(store, ledger, tmp_path / "runs").skipped == 1
+
+
+# ------------------------------------------------------------------------------ status, views, several syncs
+
+
+def test_a_failure_ends_failed_and_a_retraction_ends_killed_with_a_visible_name(ledger, tmp_path):
+    runs_dir = tmp_path / "runs"
+    make_run_dir(runs_dir)
+    result, failure = add_result(ledger), add_failure(ledger)
+    store = FakeStore()
+    report = sync(store, ledger, runs_dir)
+    assert store.runs[report.runs[failure["id"]]].status == "FAILED"
+    parent = store.runs[report.runs[result["id"]]]
+    assert parent.status == "FINISHED" and parent.name == RUN_ID
+    actions.retract(ledger, result["id"], reason="miscalibrated", writer="box-a", git=None)
+    sync(store, ledger, runs_dir)
+    assert parent.status == "KILLED" and parent.name == tracking.RETRACTED_PREFIX + RUN_ID
+    assert {store.runs[c].status for c in store.child_run_ids(report.runs[result["id"]])} == {"KILLED"}
+    # Indexed after the retraction, from nothing, it looks the same.
+    fresh = FakeStore()
+    run = fresh.runs[sync(fresh, ledger, runs_dir).runs[result["id"]]]
+    assert (run.status, run.name) == ("KILLED", tracking.RETRACTED_PREFIX + RUN_ID)
+
+
+def test_run_folders_are_found_in_evidence_folders_too(ledger, tmp_path):
+    make_run_dir(tmp_path / "evidence" / "tiny-study")
+    spec = entry_spec(add_result(ledger), tracking.run_roots(tmp_path))
+    assert spec.run_dir == tmp_path / "evidence" / "tiny-study" / RUN_ID and len(spec.children) == 8
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["vllm", "serve", "/m", "--max-num-seqs", "8", "--enforce-eager"],
+            {"max-num-seqs": "8", "enforce-eager": "true"},
+        ),
+        (["serve", "--kv=fp8", "--tp", "2"], {"kv": "fp8", "tp": "2"}),
+    ],
+)
+def test_an_arm_reads_as_flags(argv, expected):
+    settings = tracking.arm_settings({"argv": argv})
+    assert {k.removeprefix("flag."): v for k, v in settings.items() if k.startswith("flag.")} == expected
+
+
+def test_only_what_differs_between_arms_becomes_child_params():
+    arms = {
+        "control": {"argv": ["serve", "--max-num-seqs", "1", "--dtype", "bf16"], "env": {"A": "1"}},
+        "lane": {"argv": ["serve", "--dtype", "bf16"], "env": {"A": "2"}},
+    }
+    assert tracking.arm_differences(arms) == {
+        "control": {"env.A": "1", "flag.max-num-seqs": "1"},
+        "lane": {"env.A": "2", "flag.max-num-seqs": "-"},
+    }
+
+
+def test_the_experiment_carries_a_view_the_printed_link_opens():
+    tags = tracking.experiment_tags()
+    view = json.loads(tags[tracking.VIEW_TAG])
+    assert "params.`arm`" in view["selectedColumns"] and "tags.`ledger.status`" in view["selectedColumns"]
+    url = tracking.browse_url("http://u:pw@mlflow.lab:5000", "7")
+    assert (
+        url
+        == "http://mlflow.lab:5000/#/experiments/7/runs?workflowType=machine_learning&viewStateShareKey=ledger"
+    )
+    assert tracking.browse_url("sqlite:///x.db", "7") is None
+
+
+class SlowStore(FakeStore):
+    """Two syncs sharing one store, interleaved: ``before_finish`` runs while a parent is incomplete."""
+
+    def __init__(self):
+        super().__init__()
+        self.before_finish = None
+
+    def finish(self, run_id, end_ms, status="FINISHED"):
+        hook, self.before_finish = self.before_finish, None
+        if hook and self.runs[run_id].parent is None:
+            hook()
+        super().finish(run_id, end_ms, status)
+
+
+def test_two_syncs_at_the_same_moment_leave_one_run_per_entry(ledger, tmp_path):
+    result = add_result(ledger)
+    ledger.refresh()
+    entries = ledger.entries()
+    store = SlowStore()
+    other: list[SyncReport] = []
+    # The second sync lists the store while the first one's run is still being built, makes its own.
+    store.before_finish = lambda: other.append(
+        sync_entries(store, entries, tmp_path / "runs", SyncReport("fake://", "x"), session=stranger())
+    )
+    mine = sync_entries(store, entries, tmp_path / "runs", SyncReport("fake://", "x"))
+    assert other[0].elsewhere == 1 and other[0].created == 0  # a live sync's RUNNING run is left to it
+    assert len([r for r in store.indexed_runs() if r.finished]) == 1 and mine.created == 1
+
+    # Neither sees the other's run in time (both listed the store before either made a run): both
+    # make one; whichever post-check comes last removes the other, so exactly one survives.
+    store2 = SlowStore()
+    second: list[SyncReport] = []
+    store2.before_finish = lambda: second.append(
+        sync_entries(store2, entries, tmp_path / "runs", SyncReport("fake://", "x"), session=stranger(pid=1))
+    )
+    listings = []
+
+    def listed_early():  # the first two listings (one per sync) see an empty store
+        listings.append(1)
+        return [] if len(listings) <= 2 else FakeStore.indexed_runs(store2)
+
+    store2.indexed_runs = listed_early
+    store2.running_runs = lambda: []  # and each looked for other syncs before the other began
+    first = sync_entries(store2, entries, tmp_path / "runs", SyncReport("fake://", "x"))
+    survivors = [r for r in FakeStore.indexed_runs(store2) if r.finished]
+    assert len(survivors) == 1 and first.runs[result["id"]] == survivors[0].run_id
+    assert store2.runs[second[0].runs[result["id"]]].deleted  # the other sync's run, removed by the first
+
+
+def stranger(pid: int = 0) -> tracking.SyncSession:
+    """Another box's sync, started just now (its RUNNING runs are work in progress)."""
+    here = tracking.SyncSession.here()
+    return tracking.SyncSession("other-box", pid or here.pid, "feedbeef", here.started_ms)
+
+
+def test_a_sync_that_died_on_this_host_is_recognized_and_another_hosts_is_waited_for(tmp_path):
+    here = tracking.SyncSession.here()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+
+    def run(tag):
+        return IndexedRun("r", "e", False, 0, {tracking.SYNC_TAG: tag}, "RUNNING")
+
+    assert here.abandoned(run(f"{here.host} {dead.pid} 00000000 {here.started_ms}"))
+    assert not here.abandoned(run(f"{here.host} {here.pid} {here.nonce} {here.started_ms}"))  # its own
+    assert here.abandoned(run(f"{here.host} {here.pid} 0badc0de {here.started_ms}"))  # an earlier one here
+    assert not here.abandoned(run(f"other-box 1 00000000 {here.started_ms - 60_000}"))
+    assert here.abandoned(run(f"other-box 1 00000000 {here.started_ms - tracking.STALE_MS - 1}"))
+    assert here.abandoned(run(""))
+
+
+def test_a_sync_into_a_local_store_looks_entries_up_only_once_another_sync_is_seen(ledger, tmp_path):
+    for n in range(30):
+        ledger.append("result", {"subject": f"lane-{n}", "metrics": {"x": 1.0}}, writer="box-a", git=None)
+    ledger.refresh()
+    alone = FakeStore()
+    sync_entries(alone, ledger.entries(), tmp_path / "runs", SyncReport("fake://", "x"))
+    assert alone.lookups == 30  # nobody else at work: no lookup before making a run, one in the post-check
+
+    shared = FakeStore()
+    busy = tracking.create_tree(shared, entry_spec(ledger.entries()[0], tmp_path / "runs"), stranger())
+    shared.runs[busy].status = "RUNNING"  # another box's sync, building a run right now
+    report = sync_entries(shared, ledger.entries(), tmp_path / "runs", SyncReport("fake://", "x"))
+    assert shared.lookups >= 25 + 29 and report.created == 29 and report.elsewhere == 1

@@ -31,9 +31,12 @@ def mlflow_group() -> None:
 def sync_cmd(root: Path, tracking_uri: str | None, experiment: str) -> None:
     """Index the ledger into MLflow, idempotently.
 
-    Result, calibration and failure entries become runs, with their run folders' measurements as
-    child runs and files as artifacts. An entry already indexed is not indexed again; only its
-    status tags (retracted, superseded, reproduced) are refreshed.
+    Result, calibration and failure entries become runs (a failure FAILED, a retracted entry
+    KILLED), with one child run per arm x repeat x point from their run folders (runs/ or
+    evidence/*/) and the folders' files as artifacts. An entry already indexed is not indexed
+    again; only its status (retracted, superseded, reproduced) is refreshed. Several boxes may sync
+    into one server at once; a sync that stopped half-way resumes. Prints the link that opens
+    the runs table (docs/mlflow.md).
     """
     report = tracking.sync_ledger(root.resolve(), tracking_uri, experiment_name=experiment)
     click.echo(str(report))
