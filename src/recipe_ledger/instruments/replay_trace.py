@@ -1,0 +1,229 @@
+"""Agent-session traces for the replay instrument: a seeded generator and a strict reader.
+
+The format is AIPerf's mooncake-style JSONL, one request per line: ``session_id``, ``input_length``,
+``output_length``, ``hash_ids`` (one id per cache block of the prompt: equal ids mean a prefix the
+server may serve from its cache) and ``delay`` (milliseconds before this turn, after the previous
+turn of the same session answered) or ``timestamp`` (milliseconds from the start, for a fixed
+schedule).
+
+The generator stands in for real agent transcripts, which nobody may download: each session is a
+system prompt shared by every session, then turns whose context grows by the previous answer and a
+tool result, with tool-call-sized outputs. Same seed and shape, same bytes, on any machine.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from recipe_ledger.errors import InputError
+
+# The ids of the shared system prompt's blocks; a session's own blocks are numbered after them, so
+# hash ids never collide between the shared prompt and any session.
+_SHARED_BASE = 1
+
+
+@dataclass(frozen=True)
+class SessionShape:
+    """What one synthetic agent session looks like. Lengths are in tokens."""
+
+    sessions: int = 4
+    turns: int = 24
+    system_tokens: int = 256  # shared by every session: the cache's best case across sessions
+    user_tokens: int = 48  # the first user message
+    tool_result_tokens: tuple[int, int] = (16, 96)  # each later turn adds a tool result of this size
+    output_tokens: tuple[int, int] = (8, 48)  # tool-call-sized answers
+    think_ms: tuple[int, int] = (50, 400)  # the agent's pause between an answer and its next request
+    block_size: int = 64  # tokens per hash id (AIPerf's --isl-block-size)
+
+    def check(self) -> None:
+        for name in ("sessions", "turns", "system_tokens", "user_tokens", "block_size"):
+            if getattr(self, name) < 1:
+                raise InputError(f"trace shape: {name} must be at least 1, got {getattr(self, name)}")
+        for name in ("tool_result_tokens", "output_tokens", "think_ms"):
+            low, high = getattr(self, name)
+            if not 0 <= low <= high:
+                raise InputError(f"trace shape: {name} must be a range low <= high, both >= 0")
+        if self.output_tokens[0] < 1:
+            raise InputError("trace shape: output_tokens must ask for at least 1 token")
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    """One line of a trace."""
+
+    session_id: str
+    input_length: int
+    output_length: int
+    hash_ids: tuple[int, ...] = ()
+    delay_ms: float | None = None
+    timestamp_ms: float | None = None
+
+    def to_json(self) -> str:
+        line: dict[str, object] = {
+            "session_id": self.session_id,
+            "input_length": self.input_length,
+            "output_length": self.output_length,
+        }
+        if self.hash_ids:
+            line["hash_ids"] = list(self.hash_ids)
+        if self.delay_ms is not None:
+            line["delay"] = self.delay_ms
+        if self.timestamp_ms is not None:
+            line["timestamp"] = self.timestamp_ms
+        return json.dumps(line, separators=(",", ":"))
+
+
+def _blocks(tokens: int, block_size: int) -> int:
+    return -(-tokens // block_size)
+
+
+def generate_sessions(shape: SessionShape, seed: int) -> Iterator[TraceRequest]:
+    """The trace, session after session, each turn's context the previous one plus what was said.
+
+    Hash ids follow the context: the shared system prompt's blocks first (same ids in every
+    session), then the session's own blocks, growing turn by turn, so turn k repeats turn k-1's
+    prefix exactly as an agent's growing conversation does. The last block of each turn is partial
+    and gets a fresh id: a server cannot reuse a block it has not seen whole.
+    """
+    shape.check()
+    rng = random.Random(seed)
+    system_blocks = shape.system_tokens // shape.block_size  # whole blocks only are shareable
+    next_id = _SHARED_BASE + system_blocks
+    for index in range(shape.sessions):
+        session = f"s{seed}-{index:06d}"
+        context = shape.system_tokens + shape.user_tokens
+        own: list[int] = []
+        for turn in range(shape.turns):
+            whole = context // shape.block_size - system_blocks
+            while len(own) < whole:
+                own.append(next_id)
+                next_id += 1
+            partial = (next_id,) if context % shape.block_size else ()
+            next_id += len(partial)
+            output = rng.randint(*shape.output_tokens)
+            yield TraceRequest(
+                session,
+                context,
+                output,
+                tuple(range(_SHARED_BASE, _SHARED_BASE + system_blocks)) + tuple(own[:whole]) + partial,
+                delay_ms=None if turn == 0 else float(rng.randint(*shape.think_ms)),
+            )
+            context += output + rng.randint(*shape.tool_result_tokens)
+
+
+def write_trace(path: Path, requests: Iterator[TraceRequest]) -> int:
+    """Write the trace atomically (a temp file renamed into place); return its line count."""
+    tmp = path.with_name(path.name + ".tmp")
+    count = 0
+    with tmp.open("w") as handle:
+        for request in requests:
+            handle.write(request.to_json() + "\n")
+            count += 1
+    tmp.replace(path)
+    return count
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    requests: int
+    sessions: int
+    max_input_length: int
+    max_total_length: int  # input + output of the longest request: what must fit the context
+    expected_cache_reuse: float  # share of prompt blocks whose id appeared before: the cache's ceiling
+
+
+_INPUT_MODES = ("input_length", "text_input", "messages", "payload")
+
+
+def _field_int(line: dict, name: str, where: str, *, minimum: int) -> int:
+    value = line.get(name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"{name} must be an integer, got {value!r}", where=where, hint="fix that line")
+    if value < minimum:
+        raise InputError(f"{name} must be at least {minimum}, got {value}", where=where, hint="fix that line")
+    return value
+
+
+def _parse_line(text: str, where: str) -> TraceRequest:
+    try:
+        line = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"not a JSON object: {exc.msg}", where=where, hint="fix that line") from None
+    if not isinstance(line, dict):
+        raise InputError("not a JSON object", where=where, hint="fix that line")
+    if "input_length" not in line:
+        other = [mode for mode in _INPUT_MODES[1:] if mode in line]
+        what = f" (it has {other[0]}, which the replay cannot size)" if other else ""
+        raise InputError(f"missing field input_length{what}", where=where, hint="fix that line")
+    hash_ids = line.get("hash_ids") or []
+    if not isinstance(hash_ids, list) or not all(isinstance(h, int) for h in hash_ids):
+        raise InputError("hash_ids must be a list of integers", where=where, hint="fix that line")
+    for name in ("delay", "timestamp"):
+        value = line.get(name)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0
+        ):
+            raise InputError(
+                f"{name} must be a number >= 0, got {value!r}", where=where, hint="fix that line"
+            )
+    return TraceRequest(
+        str(line.get("session_id", "")),
+        _field_int(line, "input_length", where, minimum=1),
+        _field_int(line, "output_length", where, minimum=1) if "output_length" in line else 1,
+        tuple(hash_ids),
+        line.get("delay"),
+        line.get("timestamp"),
+    )
+
+
+def read_trace(path: Path) -> list[TraceRequest]:
+    """Every request of a trace file; a bad line is an InputError naming ``file:line``."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(f"cannot read the trace: {exc.strerror}", where=str(path)) from None
+    requests = [
+        _parse_line(raw, f"{path}:{number}")
+        for number, raw in enumerate(text.splitlines(), start=1)
+        if raw.strip()
+    ]
+    if not requests:
+        raise InputError(
+            "the trace holds no request",
+            where=str(path),
+            hint="one JSON object per line; or leave the trace option out to generate one",
+        )
+    return requests
+
+
+def summarize(requests: list[TraceRequest]) -> TraceSummary:
+    seen: set[int] = set()
+    blocks = reused = 0
+    for request in requests:
+        for block in request.hash_ids:
+            blocks += 1
+            reused += block in seen
+            seen.add(block)
+    return TraceSummary(
+        requests=len(requests),
+        sessions=len({r.session_id for r in requests}),
+        max_input_length=max(r.input_length for r in requests),
+        max_total_length=max(r.input_length + r.output_length for r in requests),
+        expected_cache_reuse=reused / blocks if blocks else 0.0,
+    )
+
+
+def check_fits_context(path: Path, summary: TraceSummary, max_model_len: int) -> None:
+    """A request longer than the model's context would be refused by the server mid-replay: say so
+    before any launch, with the size that does not fit."""
+    if summary.max_total_length > max_model_len:
+        raise InputError(
+            f"the trace's longest request needs {summary.max_total_length} tokens (input + output), "
+            f"more than the model's context of {max_model_len}",
+            where=str(path),
+            hint="shorten the trace (fewer turns) or serve with a larger --max-model-len",
+        )
