@@ -9,6 +9,7 @@ import pytest
 from recipe_ledger.errors import InputError
 from recipe_ledger.instruments.replay_trace import (
     SessionShape,
+    TraceRequest,
     check_fits_context,
     generate_sessions,
     read_trace,
@@ -28,38 +29,59 @@ def test_same_seed_same_bytes_other_seed_other_trace(tmp_path):
     assert a.read_bytes() != c.read_bytes()
 
 
-def test_each_session_grows_and_repeats_its_own_prefix():
+def test_sessions_are_first_turn_then_deltas_with_fresh_blocks():
     requests = list(generate_sessions(SHAPE, seed=1))
     assert len(requests) == SHAPE.sessions * SHAPE.turns
     by_session: dict[str, list] = {}
     for request in requests:
         by_session.setdefault(request.session_id, []).append(request)
+    assert len(by_session) == SHAPE.sessions
     for turns in by_session.values():
-        assert turns[0].delay_ms is None and all(t.delay_ms is not None for t in turns[1:])
-        for earlier, later in zip(turns, turns[1:], strict=False):
-            assert later.input_length > earlier.input_length + earlier.output_length - 1
-            whole = earlier.input_length // SHAPE.block_size
-            assert later.hash_ids[:whole] == earlier.hash_ids[:whole]  # the prefix a cache can reuse
-            assert len(later.hash_ids) == -(-later.input_length // SHAPE.block_size)
+        first, later = turns[0], turns[1:]
+        assert first.delay_ms is None and first.input_length == SHAPE.system_tokens + SHAPE.user_tokens
+        for turn in later:
+            assert turn.delay_ms is not None
+            assert SHAPE.tool_result_tokens[0] <= turn.input_length <= SHAPE.tool_result_tokens[1]
+            assert SHAPE.output_tokens[0] <= turn.output_length <= SHAPE.output_tokens[1]
+        for turn in turns:
+            assert len(turn.hash_ids) == -(-turn.input_length // SHAPE.block_size)
 
 
 def test_the_system_prompt_is_shared_across_sessions_and_nothing_else():
     requests = list(generate_sessions(SHAPE, seed=1))
-    firsts = {r.session_id: set(r.hash_ids) for r in requests if r.delay_ms is None}
-    shared = set.intersection(*firsts.values())
+    firsts = [set(r.hash_ids) for r in requests if r.delay_ms is None]
+    shared = set.intersection(*firsts)
     assert len(shared) == SHAPE.system_tokens // SHAPE.block_size
-    own = [ids - shared for ids in firsts.values()]
-    assert all(not (x & y) for i, x in enumerate(own) for y in own[i + 1 :])
+    counts: dict[int, int] = {}
+    for request in requests:
+        for block in request.hash_ids:
+            counts[block] = counts.get(block, 0) + 1
+    assert {b for b, n in counts.items() if n > 1} == shared
 
 
-def test_summary_counts_reuse_and_the_longest_request(tmp_path):
+def test_summary_sizes_prompts_with_their_history():
+    # Two turns of one session: the second is sent with the first prompt and answer in front.
+    lines = [
+        TraceRequest("a", 100, 10, (1, 2)),
+        TraceRequest("a", 30, 5, (3,), delay_ms=0.0),
+        TraceRequest("b", 100, 10, (1, 4)),
+    ]
+    summary = summarize(lines, block_size=64)
+    assert summary.sessions == 2 and summary.requests == 3
+    assert summary.max_input_length == 100 + 10 + 30
+    assert summary.max_total_length == 100 + 10 + 30 + 5
+    # reusable: a's second turn 64 of its 110-token history, b's first block (id 1, seen before)
+    assert summary.expected_cache_reuse == (64 + 64) / (100 + 140 + 100)
+
+
+def test_a_generated_trace_reads_back_and_checks_its_context(tmp_path):
     path = tmp_path / "t.jsonl"
     write_trace(path, generate_sessions(SHAPE, seed=3))
     requests = read_trace(path)
-    summary = summarize(requests)
+    summary = summarize(requests, SHAPE.block_size)
     assert summary.sessions == SHAPE.sessions and summary.requests == len(requests)
-    assert summary.max_total_length == max(r.input_length + r.output_length for r in requests)
-    assert 0.5 < summary.expected_cache_reuse < 1.0  # growing sessions reuse most of their blocks
+    assert summary.max_input_length > max(r.input_length for r in requests)  # histories add up
+    assert 0.5 < summary.expected_cache_reuse < 1.0  # growing sessions reuse most of their prompt
     check_fits_context(path, summary, summary.max_total_length)
     with pytest.raises(InputError, match="more than the model's context") as info:
         check_fits_context(path, summary, summary.max_total_length - 1)
@@ -81,7 +103,7 @@ def test_summary_counts_reuse_and_the_longest_request(tmp_path):
 def test_a_bad_line_names_file_and_line(tmp_path, line, message):
     path = tmp_path / "user.jsonl"
     good = json.dumps({"input_length": 8, "output_length": 2})
-    path.write_text(f"{good}\n\n{line}\n")
+    path.write_text(f"{good}\n\n{line}\n")  # a blank line still counts
     with pytest.raises(InputError, match=message) as info:
         read_trace(path)
     assert info.value.where == f"{path}:3"

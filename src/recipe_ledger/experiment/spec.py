@@ -101,7 +101,7 @@ class Instrument(_Closed):
     that prints JSON metrics (for studies with no server)."""
 
     name: str
-    kind: Literal["vllm_bench_serve", "sglang_bench_serving", "command"]
+    kind: Literal["vllm_bench_serve", "sglang_bench_serving", "command", "aiperf_replay", "tail"]
     options: dict[str, Any] = Field(default_factory=dict)
     command: list[str] | None = Field(
         default=None,
@@ -113,6 +113,29 @@ class Instrument(_Closed):
         if self.kind == "command" and not self.command:
             raise ValueError("an instrument of kind 'command' needs a 'command' argv template")
         return self
+
+
+class LaunchSweep(_Closed):
+    """Points that are values of a launch setting, not concurrency levels: each point relaunches
+    every arm with ``args`` appended (``{point}`` replaced by the point's value), and the client
+    runs at one fixed ``concurrency``. A value the engine refuses at boot becomes a rejected point
+    with the engine's reason; the sweep goes on."""
+
+    args: list[str] = Field(
+        min_length=1,
+        description="Flags appended per point, e.g. [--max-num-seqs, '{point}'] or "
+        '[--speculative-config, \'{"method": "ngram", "num_speculative_tokens": {point}}\'].',
+    )
+    concurrency: int = Field(default=1, ge=1, description="The client's concurrency at every point.")
+
+    @model_validator(mode="after")
+    def _names_the_point(self) -> LaunchSweep:
+        if not any("{point}" in arg for arg in self.args):
+            raise ValueError("launch_sweep.args must contain {point} where the point's value goes")
+        return self
+
+    def args_for(self, point: int) -> list[str]:
+        return [arg.replace("{point}", str(point)) for arg in self.args]
 
 
 class Bar(_Closed):
@@ -173,6 +196,9 @@ class Experiment(_Closed):
     bars: list[Bar] = Field(min_length=1)
     calibration: Calibration = Field(default_factory=Calibration)
     seed: int = 0
+    launch_sweep: LaunchSweep | None = Field(
+        default=None, description="Make the points values of a launch flag (each point relaunches)."
+    )
 
     @model_validator(mode="after")
     def _names_are_consistent(self) -> Experiment:

@@ -40,6 +40,12 @@ class MeasureContext:
     model_name: str | None = None
     tokenizer: str | None = None
     params: tuple[tuple[str, str], ...] = ()  # a study arm's parameters, for command templates
+    # The client's concurrency when the point is not one (a launch-flag sweep's points are flag values).
+    concurrency: int | None = None
+
+    @property
+    def client_concurrency(self) -> int:
+        return self.concurrency if self.concurrency is not None else self.point
 
     @property
     def stem(self) -> str:

@@ -1,14 +1,15 @@
 """Agent-session traces for the replay instrument: a seeded generator and a strict reader.
 
 The format is AIPerf's mooncake-style JSONL, one request per line: ``session_id``, ``input_length``,
-``output_length``, ``hash_ids`` (one id per cache block of the prompt: equal ids mean a prefix the
-server may serve from its cache) and ``delay`` (milliseconds before this turn, after the previous
-turn of the same session answered) or ``timestamp`` (milliseconds from the start, for a fixed
-schedule).
+``output_length``, ``hash_ids`` (one id per cache block: equal ids mean content the server may
+serve from its cache) and ``delay`` (milliseconds before this turn, after the previous turn of the
+same session answered) or ``timestamp`` (milliseconds from the start, for a fixed schedule). AIPerf
+sends a session's later turns with the session's history in front, so their ``input_length`` is
+what the turn adds; a line without a session is a request of its own.
 
 The generator stands in for real agent transcripts, which nobody may download: each session is a
-system prompt shared by every session, then turns whose context grows by the previous answer and a
-tool result, with tool-call-sized outputs. Same seed and shape, same bytes, on any machine.
+system prompt shared by every session and a user message, then turns that each add a tool result,
+with tool-call-sized outputs. Same seed and shape, same bytes, on any machine.
 """
 
 from __future__ import annotations
@@ -77,42 +78,43 @@ class TraceRequest:
         return json.dumps(line, separators=(",", ":"))
 
 
-def _blocks(tokens: int, block_size: int) -> int:
-    return -(-tokens // block_size)
-
-
 def generate_sessions(shape: SessionShape, seed: int) -> Iterator[TraceRequest]:
-    """The trace, session after session, each turn's context the previous one plus what was said.
+    """The trace, session after session; each turn carries only what is new in it.
 
-    Hash ids follow the context: the shared system prompt's blocks first (same ids in every
-    session), then the session's own blocks, growing turn by turn, so turn k repeats turn k-1's
-    prefix exactly as an agent's growing conversation does. The last block of each turn is partial
-    and gets a fresh id: a server cannot reuse a block it has not seen whole.
+    AIPerf replays a session as a conversation: every turn is sent with the session's history (the
+    earlier prompts and the server's answers) in front of it, so a turn's ``input_length`` is its
+    delta: the first turn the system prompt and the user's message, each later turn a tool result.
+    The context therefore grows as an agent's does, and a prefix cache can serve all of it but the
+    delta. Hash ids name the delta's blocks: the system prompt's blocks are the same ids in every
+    session (the cross-session reuse an agent fleet has), every other block is new.
     """
     shape.check()
     rng = random.Random(seed)
     system_blocks = shape.system_tokens // shape.block_size  # whole blocks only are shareable
+    shared = tuple(range(_SHARED_BASE, _SHARED_BASE + system_blocks))
     next_id = _SHARED_BASE + system_blocks
     for index in range(shape.sessions):
         session = f"s{seed}-{index:06d}"
-        context = shape.system_tokens + shape.user_tokens
-        own: list[int] = []
         for turn in range(shape.turns):
-            whole = context // shape.block_size - system_blocks
-            while len(own) < whole:
-                own.append(next_id)
-                next_id += 1
-            partial = (next_id,) if context % shape.block_size else ()
-            next_id += len(partial)
-            output = rng.randint(*shape.output_tokens)
+            if turn == 0:
+                delta = shape.system_tokens + shape.user_tokens
+                own = _blocks(delta, shape.block_size) - system_blocks
+                ids = shared + tuple(range(next_id, next_id + own))
+            else:
+                delta = rng.randint(max(1, shape.tool_result_tokens[0]), max(1, shape.tool_result_tokens[1]))
+                ids = tuple(range(next_id, next_id + _blocks(delta, shape.block_size)))
+            next_id = max(next_id, ids[-1] + 1) if ids else next_id
             yield TraceRequest(
                 session,
-                context,
-                output,
-                tuple(range(_SHARED_BASE, _SHARED_BASE + system_blocks)) + tuple(own[:whole]) + partial,
+                delta,
+                rng.randint(*shape.output_tokens),
+                ids,
                 delay_ms=None if turn == 0 else float(rng.randint(*shape.think_ms)),
             )
-            context += output + rng.randint(*shape.tool_result_tokens)
+
+
+def _blocks(tokens: int, block_size: int) -> int:
+    return -(-tokens // block_size)
 
 
 def write_trace(path: Path, requests: Iterator[TraceRequest]) -> int:
@@ -131,12 +133,42 @@ def write_trace(path: Path, requests: Iterator[TraceRequest]) -> int:
 class TraceSummary:
     requests: int
     sessions: int
-    max_input_length: int
-    max_total_length: int  # input + output of the longest request: what must fit the context
-    expected_cache_reuse: float  # share of prompt blocks whose id appeared before: the cache's ceiling
+    max_input_length: int  # the longest prompt as sent: the session's history plus the turn's delta
+    max_total_length: int  # that prompt plus its answer: what must fit the model's context
+    expected_cache_reuse: float  # share of prompt tokens a prefix cache could serve: its ceiling
 
 
-_INPUT_MODES = ("input_length", "text_input", "messages", "payload")
+def summarize(requests: list[TraceRequest], block_size: int = 64) -> TraceSummary:
+    """Sizes as the server sees them. A turn's prompt is its session's history (earlier prompts and
+    answers, which the cache holds in whole blocks) plus its delta; a first turn can reuse the whole
+    blocks of a system prompt another session sent before (equal hash ids)."""
+    history: dict[str, int] = {}
+    seen: set[int] = set()
+    prompt_tokens = reusable = longest = longest_total = 0
+    for request in requests:
+        before = history.get(request.session_id, 0)
+        prompt = before + request.input_length
+        shared = 0
+        for block in request.hash_ids:
+            if block not in seen:
+                break
+            shared += block_size  # a prefix of blocks seen before: a cache may hold them
+        seen.update(request.hash_ids)
+        reusable += (before // block_size) * block_size + min(shared, request.input_length)
+        prompt_tokens += prompt
+        longest = max(longest, prompt)
+        longest_total = max(longest_total, prompt + request.output_length)
+        history[request.session_id] = prompt + request.output_length
+    return TraceSummary(
+        requests=len(requests),
+        sessions=len(history),
+        max_input_length=longest,
+        max_total_length=longest_total,
+        expected_cache_reuse=reusable / prompt_tokens if prompt_tokens else 0.0,
+    )
+
+
+_OTHER_INPUT_MODES = ("text_input", "messages", "payload")  # AIPerf's; the replay sizes by tokens
 
 
 def _field_int(line: dict, name: str, where: str, *, minimum: int) -> int:
@@ -148,7 +180,7 @@ def _field_int(line: dict, name: str, where: str, *, minimum: int) -> int:
     return value
 
 
-def _parse_line(text: str, where: str) -> TraceRequest:
+def _parse_line(text: str, where: str, number: int) -> TraceRequest:
     try:
         line = json.loads(text)
     except ValueError as exc:
@@ -156,7 +188,7 @@ def _parse_line(text: str, where: str) -> TraceRequest:
     if not isinstance(line, dict):
         raise InputError("not a JSON object", where=where, hint="fix that line")
     if "input_length" not in line:
-        other = [mode for mode in _INPUT_MODES[1:] if mode in line]
+        other = [mode for mode in _OTHER_INPUT_MODES if mode in line]
         what = f" (it has {other[0]}, which the replay cannot size)" if other else ""
         raise InputError(f"missing field input_length{what}", where=where, hint="fix that line")
     hash_ids = line.get("hash_ids") or []
@@ -171,7 +203,7 @@ def _parse_line(text: str, where: str) -> TraceRequest:
                 f"{name} must be a number >= 0, got {value!r}", where=where, hint="fix that line"
             )
     return TraceRequest(
-        str(line.get("session_id", "")),
+        str(line["session_id"]) if line.get("session_id") is not None else f"~line-{number}",
         _field_int(line, "input_length", where, minimum=1),
         _field_int(line, "output_length", where, minimum=1) if "output_length" in line else 1,
         tuple(hash_ids),
@@ -187,7 +219,7 @@ def read_trace(path: Path) -> list[TraceRequest]:
     except OSError as exc:
         raise InputError(f"cannot read the trace: {exc.strerror}", where=str(path)) from None
     requests = [
-        _parse_line(raw, f"{path}:{number}")
+        _parse_line(raw, f"{path}:{number}", number)
         for number, raw in enumerate(text.splitlines(), start=1)
         if raw.strip()
     ]
@@ -198,23 +230,6 @@ def read_trace(path: Path) -> list[TraceRequest]:
             hint="one JSON object per line; or leave the trace option out to generate one",
         )
     return requests
-
-
-def summarize(requests: list[TraceRequest]) -> TraceSummary:
-    seen: set[int] = set()
-    blocks = reused = 0
-    for request in requests:
-        for block in request.hash_ids:
-            blocks += 1
-            reused += block in seen
-            seen.add(block)
-    return TraceSummary(
-        requests=len(requests),
-        sessions=len({r.session_id for r in requests}),
-        max_input_length=max(r.input_length for r in requests),
-        max_total_length=max(r.input_length + r.output_length for r in requests),
-        expected_cache_reuse=reused / blocks if blocks else 0.0,
-    )
 
 
 def check_fits_context(path: Path, summary: TraceSummary, max_model_len: int) -> None:
