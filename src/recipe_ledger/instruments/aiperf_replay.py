@@ -51,8 +51,11 @@ class _Closed(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class GenerateOptions(_Closed):
-    """The synthetic sessions' shape (``replay_trace.SessionShape``); the seed is the repeat's."""
+class GenerateOptions(BaseModel):
+    """The synthetic sessions' shape (``replay_trace.SessionShape``); the seed is the repeat's.
+    Not strict: YAML has no tuples, and its two-item lists are the ranges."""
+
+    model_config = ConfigDict(extra="forbid")
 
     sessions: int = Field(default=4, ge=1)
     turns: int = Field(default=24, ge=1)
