@@ -64,3 +64,15 @@ def test_a_point_the_cache_served_is_flattered_and_says_by_how_much():
 def test_bad_options_are_one_line_errors():
     with pytest.raises(InputError, match=r"options\.requests: Input should be greater than or equal to 2"):
         tail.parse_options({"requests": 1}, "tail")
+
+
+def test_two_instruments_of_one_experiment_keep_their_raw_files_apart(tmp_path):
+    from recipe_ledger.pipeline.measure import raw_dir
+    from recipe_ledger.pipeline.stages import plan_experiment
+
+    repo = Path(__file__).resolve().parents[2]
+    plan = plan_experiment(repo / "experiments" / "examples" / "tiny-tail.yaml", repo)
+    busting, flattered = plan.experiment.instruments
+    assert raw_dir(plan, busting, tmp_path) != raw_dir(plan, flattered, tmp_path)
+    single = plan_experiment(repo / "experiments" / "examples" / "tiny-batching.yaml", repo)
+    assert raw_dir(single, single.experiment.instruments[0], tmp_path) == tmp_path / "raw"

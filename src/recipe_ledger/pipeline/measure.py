@@ -154,6 +154,14 @@ def sweep(
     return records
 
 
+def raw_dir(plan: RunPlan, instrument: Instrument, run_dir: Path) -> Path:
+    """Where an instrument's raw files go: ``raw/``, or ``raw/<instrument>/`` when the experiment has
+    several, whose files would otherwise share one name per point and overwrite each other."""
+    if len(plan.experiment.instruments) > 1:
+        return run_dir / "raw" / instrument.name
+    return run_dir / "raw"
+
+
 def measure_one(
     plan: RunPlan,
     arm: ArmPlan,
@@ -178,7 +186,7 @@ def measure_one(
         point=point,
         repeat=repeat,
         seed=plan.seed(point, repeat),
-        out_dir=run_dir / "raw",
+        out_dir=raw_dir(plan, instrument, run_dir),
         base_url=base_url,
         model_name=arm.served_model,
         tokenizer=arm.model_dir,
