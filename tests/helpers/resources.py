@@ -34,6 +34,7 @@ ENV_VAR = "RECIPE_LEDGER_REQUIRE"
 REPO = Path(__file__).resolve().parents[2]
 SERVE_VLLM = REPO / ".venv-serve" / "bin" / "vllm"
 SGLANG_PYTHON = REPO / ".venv-sglang" / "bin" / "python"  # scripts/setup_sglang_venv.sh builds it
+AIPERF = REPO / ".venv-aiperf" / "bin" / "aiperf"  # scripts/setup_aiperf_venv.sh builds it
 TINY_MODEL = REPO / ".cache" / "tiny-model"
 COMPAT = REPO.parent / "shared" / "compat"
 REGISTRY = "127.0.0.1:5000"
@@ -118,6 +119,14 @@ def sglang() -> str | None:
 
 
 @functools.cache
+def aiperf() -> str | None:
+    """AIPerf's venv (the replay instrument's client) and the vLLM server it replays against."""
+    if not AIPERF.is_file():
+        return f"no AIPerf venv ({AIPERF} is missing): ./dev serve-setup"
+    return vllm()
+
+
+@functools.cache
 def cpu_lane() -> str | None:
     """The verified CPU lane: the serving venv, docker, the registry and the lane's image built."""
     for probe in (vllm, docker_daemon, registry):
@@ -173,6 +182,7 @@ PROBES: dict[str, Probe] = {
     "registry": registry,
     "vllm": vllm,
     "sglang": sglang,
+    "aiperf": aiperf,
     "cpu-lane": cpu_lane,
     "browser": browser,
     "compat": compat,
