@@ -63,7 +63,7 @@ def run_tail(server: RunningServer, tmp_path: Path, options: dict) -> tuple[dict
 
 
 def test_cache_busting_leaves_the_cache_nothing_and_reports_the_tail(server, tmp_path):
-    options = {"requests": 8, "input_len": 96, "output_len": 8}
+    options = {"requests": 8, "input_len": 512, "output_len": 8}
     metrics, counters = run_tail(server, tmp_path, options)
     assert metrics["completed"] == 8
     assert metrics["ttft_ms_p99"] >= metrics["ttft_ms_p90"] >= metrics["ttft_ms_p50"] > 0
@@ -73,7 +73,7 @@ def test_cache_busting_leaves_the_cache_nothing_and_reports_the_tail(server, tmp
 
 
 def test_a_shared_prefix_is_served_by_the_cache_and_the_point_is_refused(server, tmp_path):
-    options = {"requests": 8, "input_len": 96, "output_len": 8, "cache_busting": False}
+    options = {"requests": 8, "input_len": 512, "output_len": 8, "cache_busting": False}
     _, counters = run_tail(server, tmp_path, options)
     assert counters["prefix_cache_hit_rate"] > 0.5
     assert "flattered" in (tail.flattery(options, counters) or "")

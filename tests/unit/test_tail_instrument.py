@@ -54,8 +54,11 @@ def test_measure_runs_sequentially_whatever_the_point_and_derives_prefill_and_de
 
 
 def test_a_point_the_cache_served_is_flattered_and_says_by_how_much():
-    options = {"max_cache_hit_rate": 0.1}
-    assert tail.flattery(options, {"prefix_cache_hit_rate": 0.1}) is None
+    options = {"max_cache_hit_rate": 0.1, "requests": 9}
+    allowed = tail.allowed_hit_rate(tail.parse_options(options))
+    assert allowed == pytest.approx(0.1 + 1 / 10)  # the bar plus the client's one test prompt in ten
+    assert tail.flattery(options, {"prefix_cache_hit_rate": allowed}) is None
+    assert tail.flattery(options, {"prefix_cache_hit_rate": allowed + 0.01}) is not None
     assert tail.flattery(options, {}) is None  # no counters: the busting stands alone
     text = tail.flattery({**options, "cache_busting": False}, {"prefix_cache_hit_rate": 0.93})
     assert text and "93%" in text and "flattered" in text and "cache busting off" in text

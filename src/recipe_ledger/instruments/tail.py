@@ -30,7 +30,9 @@ class TailOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     requests: int = Field(default=100, ge=2, description="Sequential requests (004: 100).")
-    input_len: int = Field(default=256, ge=2, description="Prompt tokens, the same for every request.")
+    # Long enough for whole cache blocks: vLLM's CPU build caches in blocks of 128 tokens, and a
+    # shorter prompt would leave even the flattered harness nothing to hit.
+    input_len: int = Field(default=512, ge=2, description="Prompt tokens, the same for every request.")
     output_len: int = Field(default=32, ge=2, description="Generated tokens (ignore_eos: exactly these).")
     cache_busting: bool = Field(default=True, description="false: one shared prefix, to be refused.")
     max_cache_hit_rate: float = Field(
@@ -105,15 +107,23 @@ def measure(
     return measurement
 
 
+def allowed_hit_rate(options: TailOptions) -> float:
+    """The hit rate a cache-busted point may show. ``vllm bench serve`` sends its first prompt once
+    before measuring ("initial single prompt test run"), so the first measured request finds its
+    own prompt cached: up to one prompt in ``requests + 1`` is the client's doing, not flattery."""
+    return options.max_cache_hit_rate + 1.0 / (options.requests + 1)
+
+
 def flattery(options: dict[str, Any], server: dict[str, float]) -> str | None:
     """Why a point is flattered by the prefix cache (the counters' hit rate over the point), or None.
     Without counters nothing can be said, and the point stands on the cache busting alone."""
     parsed = parse_options(options)
     hit_rate = server.get("prefix_cache_hit_rate")
-    if hit_rate is None or hit_rate <= parsed.max_cache_hit_rate:
+    allowed = allowed_hit_rate(parsed)
+    if hit_rate is None or hit_rate <= allowed:
         return None
     return (
         f"flattered: the prefix cache served {hit_rate * 100:.0f}% of prompt tokens (more than "
-        f"{parsed.max_cache_hit_rate * 100:g}%); cache busting {'on' if parsed.cache_busting else 'off'}: "
+        f"{allowed * 100:.1f}%); cache busting {'on' if parsed.cache_busting else 'off'}: "
         "its prefill and TTFT are not comparable"
     )
