@@ -183,7 +183,7 @@ def _field_int(line: dict, name: str, where: str, *, minimum: int) -> int:
 def _parse_line(text: str, where: str, number: int) -> TraceRequest:
     try:
         line = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise InputError(f"not a JSON object: {exc.msg}", where=where, hint="fix that line") from None
     if not isinstance(line, dict):
         raise InputError("not a JSON object", where=where, hint="fix that line")
