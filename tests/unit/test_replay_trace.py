@@ -116,6 +116,10 @@ def test_an_empty_or_missing_trace_is_refused(tmp_path):
         read_trace(empty)
     with pytest.raises(InputError, match="cannot read"):
         read_trace(tmp_path / "absent.jsonl")
+    binary = tmp_path / "trace.gz"
+    binary.write_bytes(b"\x1f\x8b\x08\xff\xfe")
+    with pytest.raises(InputError, match="not UTF-8"):
+        read_trace(binary)
 
 
 def test_a_shape_that_cannot_make_sessions_is_refused():

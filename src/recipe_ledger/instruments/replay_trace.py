@@ -218,6 +218,8 @@ def read_trace(path: Path) -> list[TraceRequest]:
         text = path.read_text()
     except OSError as exc:
         raise InputError(f"cannot read the trace: {exc.strerror}", where=str(path)) from None
+    except UnicodeDecodeError:
+        raise InputError("the trace is not UTF-8 text (JSON lines)", where=str(path)) from None
     requests = [
         _parse_line(raw, f"{path}:{number}", number)
         for number, raw in enumerate(text.splitlines(), start=1)
