@@ -1009,10 +1009,12 @@ def _planned_repeats(point: CalibrationPoint, bar: Bar, max_repeats: int) -> int
 # ------------------------------------------------------------------------- tight or loose instruments
 
 InstrumentClass = Literal["tight", "loose"]
-# An instrument is tight for a metric when its A/A noise (relative sigma) is at most this share of
-# the bar: two launches of the same thing then differ by well under the effect that matters, and a
-# few repeats decide. Above it the instrument is loose: the 000 replay (90, 119, 124 tok/s reruns
-# of one configuration against a 10% bar) is the example.
+# An instrument is tight for a metric when its A/A noise is at most this share of the bar: two
+# launches of the same thing then differ by well under the effect that matters, and a few repeats
+# decide. Above it the instrument is loose: the 000 replay (90, 119, 124 tok/s reruns of one
+# configuration against a 10% bar) is the example. The noise is the calibration's 80% upper bound,
+# the sigma a verdict uses (``calibrated_sigma_ucb``): a lucky-tight A/A of two launches must not
+# make an instrument tight.
 TIGHT_NOISE_SHARE = 0.5
 
 
@@ -1020,24 +1022,26 @@ class InstrumentClassification(_Frozen):
     """One instrument's class for one metric at one point, from its A/A calibration and a bar."""
 
     instrument_class: InstrumentClass
-    sigma_rel: float  # the A/A's relative noise (its point estimate)
+    sigma_rel: float  # the A/A's relative noise at its upper bound (what verdicts use)
     min_effect: float
     text: str
 
 
 def classify_instrument(point: CalibrationPoint, min_effect: float) -> InstrumentClassification:
-    """Tight when the calibrated noise is at most ``TIGHT_NOISE_SHARE`` of the bar, else loose."""
+    """Tight when the calibrated noise (its upper bound) is at most ``TIGHT_NOISE_SHARE`` of the bar."""
     if not 0 < min_effect < 1:
         raise InputError(f"classify_instrument: the bar must be between 0 and 1, got {min_effect}")
-    sigma = point.sigma_rel
+    sigma = calibrated_sigma_ucb(point)
     tight = sigma <= TIGHT_NOISE_SHARE * min_effect
     relation = "well under" if tight else "not well under"
     return InstrumentClassification(
         instrument_class="tight" if tight else "loose",
         sigma_rel=sigma,
         min_effect=min_effect,
-        text=f"{'tight' if tight else 'loose'}: A/A noise {sigma * 100:.1f}% is {relation} the "
-        f"{min_effect * 100:g}% bar (tight at most {TIGHT_NOISE_SHARE * 100:g}% of it, {point.n} launches)",
+        text=f"{'tight' if tight else 'loose'}: A/A noise up to {sigma * 100:.1f}% (the "
+        f"{CALIBRATION_UCB_CONFIDENCE:.0%} bound from {point.n} launches, {point.sigma_rel * 100:.1f}% "
+        f"observed) is {relation} the {min_effect * 100:g}% bar (tight: at most "
+        f"{TIGHT_NOISE_SHARE * 100:g}% of it)",
     )
 
 

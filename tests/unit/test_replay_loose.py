@@ -27,12 +27,13 @@ def _stdev(values):
 
 @pytest.mark.parametrize("share", [0.5, 0.9, 1.1, 2.0])
 def test_the_class_follows_the_noise_against_the_bar(share):
-    noise = share * v.TIGHT_NOISE_SHARE * BAR.min_effect
-    point = calibration_with_noise(noise).for_point(2)
+    # The class reads the calibration's upper bound, not its point estimate: scale the noise so the
+    # bound lands at ``share`` of the tight limit.
+    bound_factor = v.calibrated_sigma_ucb(calibration_with_noise(0.01).for_point(2)) / 0.01
+    point = calibration_with_noise(share * v.TIGHT_NOISE_SHARE * BAR.min_effect / bound_factor).for_point(2)
     classification = v.classify_instrument(point, BAR.min_effect)
-    assert classification.instrument_class == (
-        "tight" if point.sigma_rel <= v.TIGHT_NOISE_SHARE * 0.10 else "loose"
-    )
+    assert classification.instrument_class == ("tight" if share <= 1 else "loose")
+    assert classification.sigma_rel == pytest.approx(v.calibrated_sigma_ucb(point))
     assert classification.instrument_class in classification.text
     assert f"{BAR.min_effect * 100:g}% bar" in classification.text
 
