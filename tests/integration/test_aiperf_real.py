@@ -17,6 +17,7 @@ from recipe_ledger.instruments import aiperf_replay
 from recipe_ledger.instruments.base import InvalidPoint, MeasureContext
 from recipe_ledger.launch.process import ProcessLauncher
 from recipe_ledger.launch.spec import LaunchSpec
+from recipe_ledger.pipeline.measure import client_env
 
 from helpers.net import free_port
 from helpers.resources import AIPERF, SERVE_VLLM, TINY_MODEL, require
@@ -61,7 +62,7 @@ def ctx(tmp_path: Path, base_url: str, seed: int = 1) -> MeasureContext:
 
 def test_a_generated_replay_completes_every_turn_and_the_cache_shares(server, tmp_path):
     options = {"generate": SESSIONS, "block_size": 128}
-    m = aiperf_replay.measure(str(AIPERF), options, ctx(tmp_path, server), env={}, repo=tmp_path)
+    m = aiperf_replay.measure(str(AIPERF), options, ctx(tmp_path, server), env=client_env(), repo=tmp_path)
     assert m.metrics["completed"] == 2 * 4 and m.metrics["failed"] == 0
     assert m.metrics["ttft_ms_p50"] > 0 and m.metrics["output_tps_total"] > 0
     assert m.instrument_version == "aiperf 0.13.0"
@@ -74,7 +75,7 @@ def test_multi_turn_sessions_on_the_completions_endpoint_are_an_invalid_point(se
     # AIPerf's completions endpoint sends one turn; every later turn errors, and the point says so.
     options = {"generate": SESSIONS, "block_size": 128, "endpoint_type": "completions"}
     with pytest.raises(InvalidPoint, match="requests failed"):
-        aiperf_replay.measure(str(AIPERF), options, ctx(tmp_path, server), env={}, repo=tmp_path)
+        aiperf_replay.measure(str(AIPERF), options, ctx(tmp_path, server), env=client_env(), repo=tmp_path)
 
 
 def test_a_trace_beyond_the_served_context_is_refused_before_aiperf_runs(server, tmp_path):

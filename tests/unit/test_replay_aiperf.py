@@ -157,3 +157,9 @@ def test_measure_refuses_a_replay_that_lost_requests(tmp_path):
             env={},
             repo=tmp_path,
         )
+
+
+def test_a_local_tokenizer_directory_runs_aiperf_without_the_offline_switches(tmp_path):
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATH": "/bin"}
+    assert aiperf_replay.aiperf_env(env, str(tmp_path)) == {"PATH": "/bin"}
+    assert aiperf_replay.aiperf_env(env, "org/hub-tokenizer") == env  # a hub name keeps them

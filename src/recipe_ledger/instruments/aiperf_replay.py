@@ -292,6 +292,19 @@ def validity_problems(
     return problems
 
 
+_OFFLINE_SWITCHES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+def aiperf_env(env: dict[str, str], tokenizer: str | None) -> dict[str, str]:
+    """The client's environment. AIPerf 0.13 treats any value of HF_HUB_OFFLINE (even "0") as
+    offline mode and then looks a tokenizer up as a hub id, which a local directory is not
+    (HFValidationError, seen here on the first tiny-replay run): with a local tokenizer directory
+    the switches are left out; nothing is fetched for a directory anyway."""
+    if tokenizer and Path(tokenizer).is_dir():
+        return {k: v for k, v in env.items() if k not in _OFFLINE_SWITCHES}
+    return env
+
+
 def measure(
     aiperf_bin: str,
     options: dict[str, Any],
@@ -313,7 +326,8 @@ def measure(
     shutil.rmtree(artifact_dir, ignore_errors=True)
     argv = build_argv(aiperf_bin, parsed, ctx, trace, summary, artifact_dir)
     before = server_metrics.scrape(ctx.base_url) if ctx.base_url else None
-    wall = run_client(argv, env=env, log_path=ctx.out_dir / f"{ctx.stem}.client.log", timeout_s=timeout_s)
+    log = ctx.out_dir / f"{ctx.stem}.client.log"
+    wall = run_client(argv, env=aiperf_env(env, ctx.tokenizer), log_path=log, timeout_s=timeout_s)
     after = server_metrics.scrape(ctx.base_url) if ctx.base_url else None
     result_file = artifact_dir / "profile_export_aiperf.json"
     if not result_file.is_file():
