@@ -159,7 +159,16 @@ def test_measure_refuses_a_replay_that_lost_requests(tmp_path):
         )
 
 
-def test_a_local_tokenizer_directory_runs_aiperf_without_the_offline_switches(tmp_path):
-    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATH": "/bin"}
-    assert aiperf_replay.aiperf_env(env, str(tmp_path)) == {"PATH": "/bin"}
-    assert aiperf_replay.aiperf_env(env, "org/hub-tokenizer") == env  # a hub name keeps them
+def test_a_local_tokenizer_directory_is_offered_to_aiperf_as_a_cached_hub_model(tmp_path):
+    tokenizer = tmp_path / "tok"
+    tokenizer.mkdir()
+    (tokenizer / "tokenizer.json").write_text("{}")
+    argv, env = aiperf_replay.tokenizer_args(str(tokenizer), tmp_path / "hub")
+    assert argv == ["--tokenizer", aiperf_replay.HUB_NAME] and env["HF_HUB_CACHE"] == str(tmp_path / "hub")
+    model = tmp_path / "hub" / ("models--" + aiperf_replay.HUB_NAME.replace("/", "--"))
+    snapshot = model / "snapshots" / (model / "refs" / "main").read_text()
+    assert (snapshot / "tokenizer.json").read_text() == "{}"
+    assert aiperf_replay.tokenizer_args("org/hub-tokenizer", tmp_path) == (
+        ["--tokenizer", "org/hub-tokenizer"],
+        {},
+    )

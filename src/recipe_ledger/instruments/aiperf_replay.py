@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 import urllib.request
 from pathlib import Path
 from typing import Any, Literal
@@ -217,8 +218,6 @@ def build_argv(
         "--no-server-metrics",  # the runner reads the server's counters itself, around the point
         "--no-gpu-telemetry",
     ]
-    if ctx.tokenizer:
-        argv += ["--tokenizer", ctx.tokenizer]
     if options.schedule == "fixed":
         argv.append("--fixed-schedule")
     else:
@@ -292,17 +291,38 @@ def validity_problems(
     return problems
 
 
-_OFFLINE_SWITCHES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+HUB_NAME = "recipe-ledger/local-tokenizer"
+_SNAPSHOT = "0" * 40
 
 
-def aiperf_env(env: dict[str, str], tokenizer: str | None) -> dict[str, str]:
-    """The client's environment. AIPerf 0.13 treats any value of HF_HUB_OFFLINE (even "0") as
-    offline mode and then looks a tokenizer up as a hub id, which a local directory is not
-    (HFValidationError, seen here on the first tiny-replay run): with a local tokenizer directory
-    the switches are left out; nothing is fetched for a directory anyway."""
-    if tokenizer and Path(tokenizer).is_dir():
-        return {k: v for k, v in env.items() if k not in _OFFLINE_SWITCHES}
-    return env
+def hub_view(tokenizer_dir: Path, cache_root: Path) -> str:
+    """A Hugging Face cache under ``cache_root`` whose one model is ``tokenizer_dir``; its hub name.
+
+    AIPerf 0.13 decodes prompts in worker processes that force HF_HUB_OFFLINE=1, and in offline
+    mode it resolves a tokenizer only as a hub id in the cache (a local directory fails with
+    HFValidationError: seen here on the first tiny-replay runs, failure entries d30f3d364976 and
+    8bc35569d648). Links into the directory under a cache layout make the same files a cached hub
+    model, loadable offline by every AIPerf process."""
+    model = cache_root / ("models--" + HUB_NAME.replace("/", "--"))
+    snapshot = model / "snapshots" / _SNAPSHOT
+    snapshot.mkdir(parents=True, exist_ok=True)
+    (model / "refs").mkdir(exist_ok=True)
+    (model / "refs" / "main").write_text(_SNAPSHOT)
+    for file in tokenizer_dir.resolve().iterdir():
+        link = snapshot / file.name
+        if file.is_file() and not link.exists():
+            link.symlink_to(file)
+    return HUB_NAME
+
+
+def tokenizer_args(tokenizer: str | None, cache_root: Path) -> tuple[list[str], dict[str, str]]:
+    """``--tokenizer`` and the environment AIPerf needs to load it offline in every process."""
+    if not tokenizer:
+        return [], {}
+    if Path(tokenizer).is_dir():
+        name = hub_view(Path(tokenizer), cache_root)
+        return ["--tokenizer", name], {"HF_HUB_CACHE": str(cache_root), "HF_HUB_OFFLINE": "1"}
+    return ["--tokenizer", tokenizer], {}
 
 
 def measure(
@@ -327,7 +347,9 @@ def measure(
     argv = build_argv(aiperf_bin, parsed, ctx, trace, summary, artifact_dir)
     before = server_metrics.scrape(ctx.base_url) if ctx.base_url else None
     log = ctx.out_dir / f"{ctx.stem}.client.log"
-    wall = run_client(argv, env=aiperf_env(env, ctx.tokenizer), log_path=log, timeout_s=timeout_s)
+    with tempfile.TemporaryDirectory(prefix="aiperf-hub-") as hub:
+        extra_argv, extra_env = tokenizer_args(ctx.tokenizer, Path(hub))
+        wall = run_client(argv + extra_argv, env={**env, **extra_env}, log_path=log, timeout_s=timeout_s)
     after = server_metrics.scrape(ctx.base_url) if ctx.base_url else None
     result_file = artifact_dir / "profile_export_aiperf.json"
     if not result_file.is_file():
