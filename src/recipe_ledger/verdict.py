@@ -1004,3 +1004,67 @@ def simulate_error_rates(
 
 def _planned_repeats(point: CalibrationPoint, bar: Bar, max_repeats: int) -> int | None:
     return plan_power(point, bar, 2, max_repeats=max_repeats).repeats_needed
+
+
+# ------------------------------------------------------------------------- tight or loose instruments
+
+InstrumentClass = Literal["tight", "loose"]
+# An instrument is tight for a metric when its A/A noise is at most this share of the bar: two
+# launches of the same thing then differ by well under the effect that matters, and a few repeats
+# decide. Above it the instrument is loose: the 000 replay (90, 119, 124 tok/s reruns of one
+# configuration against a 10% bar) is the example. The noise is the calibration's 80% upper bound,
+# the sigma a verdict uses (``calibrated_sigma_ucb``): a lucky-tight A/A of two launches must not
+# make an instrument tight.
+TIGHT_NOISE_SHARE = 0.5
+
+
+class InstrumentClassification(_Frozen):
+    """One instrument's class for one metric at one point, from its A/A calibration and a bar."""
+
+    instrument_class: InstrumentClass
+    sigma_rel: float  # the A/A's relative noise at its upper bound (what verdicts use)
+    min_effect: float
+    text: str
+
+
+def classify_instrument(point: CalibrationPoint, min_effect: float) -> InstrumentClassification:
+    """Tight when the calibrated noise (its upper bound) is at most ``TIGHT_NOISE_SHARE`` of the bar."""
+    if not 0 < min_effect < 1:
+        raise InputError(f"classify_instrument: the bar must be between 0 and 1, got {min_effect}")
+    sigma = calibrated_sigma_ucb(point)
+    tight = sigma <= TIGHT_NOISE_SHARE * min_effect
+    relation = "well under" if tight else "not well under"
+    return InstrumentClassification(
+        instrument_class="tight" if tight else "loose",
+        sigma_rel=sigma,
+        min_effect=min_effect,
+        text=f"{'tight' if tight else 'loose'}: A/A noise up to {sigma * 100:.1f}% (the "
+        f"{CALIBRATION_UCB_CONFIDENCE:.0%} bound from {point.n} launches, {point.sigma_rel * 100:.1f}% "
+        f"observed) is {relation} the {min_effect * 100:g}% bar (tight: at most "
+        f"{TIGHT_NOISE_SHARE * 100:g}% of it)",
+    )
+
+
+def gate_loose_instrument(
+    verdict: Verdict, classification: InstrumentClassification, instrument: str, calibration_n: int
+) -> Verdict:
+    """A loose instrument cannot carry a win (or a regression) while its MDE is above the bar: the
+    call becomes inconclusive, saying why in words and how many repeats would bring the MDE under
+    the bar. A tight instrument's verdict, and any other outcome, pass unchanged."""
+    if classification.instrument_class != "loose" or verdict.outcome not in ("win", "regression"):
+        return verdict
+    if verdict.mde is None or verdict.noise is None or verdict.mde <= verdict.bar.min_effect:
+        return verdict
+    repeats = repeats_needed(
+        verdict.bar.min_effect, verdict.noise.sigma_rel, verdict.bar.alpha, extra_df=max(calibration_n - 1, 0)
+    )
+    n_now = min(verdict.n_control, verdict.n_candidate)
+    reason = (
+        f"{instrument} is a loose instrument for {verdict.bar.metric} ({classification.text}): it looked "
+        f"like a {verdict.outcome} (effect {_pct(verdict.effect or 0.0)}) but a loose instrument carries "
+        f"one only when its MDE is under the bar, and with {n_now} repeats per arm it is "
+        f"{verdict.mde * 100:.1f}%: {_rerun_text(max(repeats, n_now + 1))}"
+    )
+    return verdict.model_copy(
+        update={"outcome": "inconclusive", "reason": reason, "repeats_suggested": max(repeats, n_now + 1)}
+    )

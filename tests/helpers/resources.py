@@ -34,6 +34,7 @@ ENV_VAR = "RECIPE_LEDGER_REQUIRE"
 REPO = Path(__file__).resolve().parents[2]
 SERVE_VLLM = REPO / ".venv-serve" / "bin" / "vllm"
 SGLANG_PYTHON = REPO / ".venv-sglang" / "bin" / "python"  # scripts/setup_sglang_venv.sh builds it
+AIPERF = REPO / ".venv-aiperf" / "bin" / "aiperf"  # scripts/setup_aiperf_venv.sh builds it
 TINY_MODEL = REPO / ".cache" / "tiny-model"
 TINY_MOE = REPO / ".cache" / "tiny-moe"  # make_tiny_model.py --experts 16 (./dev serve-setup)
 COMPAT = REPO.parent / "shared" / "compat"
@@ -117,6 +118,14 @@ def sglang() -> str | None:
     if not (TINY_MODEL / "model.safetensors").is_file():
         return f"no tiny model in {TINY_MODEL}: ./dev serve-setup"
     return None
+
+
+@functools.cache
+def aiperf() -> str | None:
+    """AIPerf's venv (the replay instrument's client) and the vLLM server it replays against."""
+    if not AIPERF.is_file():
+        return f"no AIPerf venv ({AIPERF} is missing): ./dev serve-setup"
+    return vllm()
 
 
 @functools.cache
@@ -220,6 +229,7 @@ PROBES: dict[str, Probe] = {
     "registry": registry,
     "vllm": vllm,
     "sglang": sglang,
+    "aiperf": aiperf,
     "cpu-lane": cpu_lane,
     "browser": browser,
     "compat": compat,

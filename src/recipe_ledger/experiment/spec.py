@@ -144,9 +144,10 @@ class Instrument(_Closed):
     that prints JSON metrics (for studies with no server)."""
 
     name: Slug = Field(description="The instrument's name; bars and metrics refer to it.")
-    kind: Literal["vllm_bench_serve", "sglang_bench_serving", "command"] = Field(
+    kind: Literal["vllm_bench_serve", "sglang_bench_serving", "command", "aiperf_replay", "tail"] = Field(
         description="vllm_bench_serve or sglang_bench_serving (a tight serving sweep, one run per point), "
-        "or command (a script printing JSON metrics)."
+        "command (a script printing JSON metrics), aiperf_replay (a multi-turn trace replayed through "
+        "AIPerf) or tail (sequential cache-busted requests: TTFT tail and prefill rate)."
     )
     options: dict[ShortText, Any] = Field(
         default_factory=dict,
@@ -164,6 +165,31 @@ class Instrument(_Closed):
         if self.kind == "command" and not self.command:
             raise ValueError("an instrument of kind 'command' needs a 'command' argv template")
         return self
+
+
+class LaunchSweep(_Closed):
+    """Points that are values of a launch setting, not concurrency levels: each point relaunches
+    every arm with ``args`` appended (``{point}`` replaced by the point's value), and the client
+    runs at one fixed ``concurrency``. A value the engine refuses at boot becomes a rejected point
+    with the engine's reason; the sweep goes on."""
+
+    args: ArgList = Field(
+        min_length=1,
+        description="Flags appended per point, e.g. [--max-num-seqs, '{point}'] or "
+        '[--speculative-config, \'{"method": "ngram", "num_speculative_tokens": {point}}\'].',
+    )
+    concurrency: int = Field(
+        default=1, ge=1, le=100_000, description="The client's concurrency at every point."
+    )
+
+    @model_validator(mode="after")
+    def _names_the_point(self) -> LaunchSweep:
+        if not any("{point}" in arg for arg in self.args):
+            raise ValueError("launch_sweep.args must contain {point} where the point's value goes")
+        return self
+
+    def args_for(self, point: int) -> list[str]:
+        return [arg.replace("{point}", str(point)) for arg in self.args]
 
 
 class Bar(_Closed):
@@ -276,6 +302,9 @@ class Experiment(_Closed):
         ge=0,
         le=MAX_SEED,
         description="Seed of the instruments' workloads; {seed} in command templates.",
+    )
+    launch_sweep: LaunchSweep | None = Field(
+        default=None, description="Make the points values of a launch flag (each point relaunches)."
     )
 
     @model_validator(mode="after")

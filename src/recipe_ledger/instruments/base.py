@@ -23,6 +23,12 @@ class InstrumentError(LedgerError):
         self.output_tail = output_tail
 
 
+class InvalidPoint(InstrumentError):
+    """The client ran to the end, and its own signals say the point was not the intended workload
+    (requests failed, the context overflowed, the cache did not share as the trace says). The runner
+    records the point as refused, with this message, and goes on: a failed point, not a number."""
+
+
 # Normalized metric names, their units and directions live in recipe_ledger.metrics (the metric
 # table): every instrument maps its tool's output into those names.
 
@@ -40,6 +46,12 @@ class MeasureContext:
     model_name: str | None = None
     tokenizer: str | None = None
     params: tuple[tuple[str, str], ...] = ()  # a study arm's parameters, for command templates
+    # The client's concurrency when the point is not one (a launch-flag sweep's points are flag values).
+    concurrency: int | None = None
+
+    @property
+    def client_concurrency(self) -> int:
+        return self.concurrency if self.concurrency is not None else self.point
 
     @property
     def stem(self) -> str:

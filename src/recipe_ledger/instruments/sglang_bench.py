@@ -120,7 +120,7 @@ def build_argv(
     argv += _flags(merged)
     return argv + [
         "--max-concurrency",
-        str(ctx.point),
+        str(ctx.client_concurrency),
         "--seed",
         str(ctx.seed),
         "--output-file",
@@ -222,7 +222,7 @@ def measure(
     metrics = normalize(raw, int({**DEFAULT_OPTIONS, **options}["num_prompts"]))
     if metrics.get("completed", 0) <= 0:
         raise InstrumentError(
-            f"no request completed at concurrency {ctx.point}",
+            f"no request completed at concurrency {ctx.client_concurrency}",
             where=str(result_file),
             hint="read the server log of this launch",
         )

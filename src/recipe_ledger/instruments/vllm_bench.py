@@ -66,7 +66,7 @@ def build_argv(vllm_bin: str, options: dict[str, Any], ctx: MeasureContext, resu
             argv += [flag, str(value)]
     return argv + [
         "--max-concurrency",
-        str(ctx.point),
+        str(ctx.client_concurrency),
         "--seed",
         str(ctx.seed),
         "--save-result",
@@ -150,7 +150,8 @@ def measure(
     metrics = normalize(raw)
     if metrics.get("completed", 0) <= 0:
         raise InstrumentError(
-            f"no request completed at concurrency {ctx.point} ({metrics.get('failed', 0):g} failed)",
+            f"no request completed at concurrency {ctx.client_concurrency} "
+            f"({metrics.get('failed', 0):g} failed)",
             where=str(result_file),
             hint="read the server log of this launch",
         )

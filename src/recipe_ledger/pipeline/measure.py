@@ -15,10 +15,11 @@ from pathlib import Path
 
 from recipe_ledger import paths, runs
 from recipe_ledger.experiment.spec import Instrument
+from recipe_ledger.instruments import aiperf_replay, server_metrics, sglang_bench, tail, vllm_bench
 from recipe_ledger.instruments import command as command_instrument
-from recipe_ledger.instruments import server_metrics, sglang_bench, vllm_bench
-from recipe_ledger.instruments.base import MeasureContext, Measurement
+from recipe_ledger.instruments.base import InvalidPoint, MeasureContext, Measurement
 from recipe_ledger.launch.containers import DockerLauncher
+from recipe_ledger.launch.failures import BootFailure
 from recipe_ledger.launch.process import ProcessLauncher
 from recipe_ledger.launch.server import RunningServer
 from recipe_ledger.launch.spec import LaunchSpec, grantable_memlock
@@ -43,11 +44,15 @@ class PointRecord:
     raw_sha256: str = ""
     wall_s: float = 0.0
     facts: dict[str, str] = field(default_factory=dict)  # e.g. the hash of SGLang's server_info
+    # Why this point holds no usable number: the engine rejected the launch value at boot, the cache
+    # flattered it, the replay's own validity signals failed. Verdicts never read a refused point.
+    refused: str = ""
 
     def to_json(self) -> str:
         fields = asdict(self)
-        if not fields["facts"]:
-            del fields["facts"]  # records without facts (every vLLM one) read as they always have
+        for optional in ("facts", "refused"):
+            if not fields[optional]:
+                del fields[optional]  # records without them read as they always have
         return json.dumps(fields, sort_keys=True)
 
 
@@ -103,6 +108,10 @@ def measure_point(
         )
     if instrument.kind == "command":
         return command_instrument.measure(list(instrument.command or []), ctx, env=arm.env, root=repo)
+    if instrument.kind == "aiperf_replay":
+        return aiperf_replay.measure(plan.aiperf_bin, instrument.options, ctx, env=client_env(), repo=repo)
+    if instrument.kind == "tail":
+        return tail.measure(plan.engine_bin, instrument.options, ctx, env=client_env())
     raise NotImplementedError(f"instrument kind {instrument.kind}")
 
 
@@ -131,48 +140,84 @@ def sweep(
     server: RunningServer | None = None,
     events: Events = ignore,
     tag: str = "",
+    points: list[int] | None = None,
 ) -> list[PointRecord]:
-    """Every point x instrument for one launch of one arm."""
+    """Every point x instrument for one launch of one arm (``points``: default all of them)."""
     records = []
     if base_url and plan.experiment.server.warmup_requests:
         warm_up(base_url, arm.served_model, plan.experiment.server.warmup_requests)
-    for point in plan.experiment.points:
+    for point in plan.experiment.points if points is None else points:
         for instrument in plan.experiment.instruments:
-            if server is not None:
-                # SGLang's flush raises when the cache will not empty (the point fails); vLLM's never does.
-                server.reset_prefix_cache()
-            before = server_metrics.scrape(base_url) if base_url else None
-            ctx = MeasureContext(
-                arm=f"{tag}{arm.name}",
-                point=point,
-                repeat=repeat,
-                seed=plan.seed(point, repeat),
-                out_dir=paths.contained(run_dir, runs.RAW),
-                base_url=base_url,
-                model_name=arm.served_model,
-                tokenizer=arm.model_dir,
-                params=tuple(sorted(arm.params.items())),
-            )
-            m = measure_point(plan, arm, instrument, ctx, repo)
-            after = server_metrics.scrape(base_url) if base_url else None
             records.append(
-                PointRecord(
-                    arm.name,
-                    repeat,
-                    point,
-                    instrument.name,
-                    m.instrument_version,
-                    ctx.seed,
-                    m.metrics,
-                    server_metrics.point_metrics(before, after, base_url, arm.engine),
-                    str(m.raw_path.relative_to(run_dir)),
-                    m.raw_sha256,
-                    round(m.wall_s, 3),
-                    dict(m.facts),
-                )
+                measure_one(plan, arm, instrument, point, repeat, base_url, run_dir, repo, server, tag)
             )
         events(PointMeasured(arm.name, repeat, point))
     return records
+
+
+def raw_dir(plan: RunPlan, instrument: Instrument, run_dir: Path) -> Path:
+    """Where an instrument's raw files go: ``raw/``, or ``raw/<instrument>/`` when the experiment has
+    several, whose files would otherwise share one name per point and overwrite each other."""
+    if len(plan.experiment.instruments) > 1:
+        return paths.contained(run_dir, runs.RAW, instrument.name)
+    return paths.contained(run_dir, runs.RAW)
+
+
+def measure_one(
+    plan: RunPlan,
+    arm: ArmPlan,
+    instrument: Instrument,
+    point: int,
+    repeat: int,
+    base_url: str | None,
+    run_dir: Path,
+    repo: Path,
+    server: RunningServer | None,
+    tag: str,
+) -> PointRecord:
+    """One point through one instrument, between two reads of the server's counters; a point the
+    instrument or the counters say is not the intended workload comes back refused, with why."""
+    if server is not None:
+        # SGLang's flush raises when the cache will not empty (the point fails); vLLM's never does.
+        server.reset_prefix_cache()
+    before = server_metrics.scrape(base_url) if base_url else None
+    sweep_flags = plan.experiment.launch_sweep
+    ctx = MeasureContext(
+        arm=f"{tag}{arm.name}",
+        point=point,
+        repeat=repeat,
+        seed=plan.seed(point, repeat),
+        out_dir=raw_dir(plan, instrument, run_dir),
+        base_url=base_url,
+        model_name=arm.served_model,
+        tokenizer=arm.model_dir,
+        params=tuple(sorted(arm.params.items())),
+        concurrency=sweep_flags.concurrency if sweep_flags else None,
+    )
+    try:
+        m = measure_point(plan, arm, instrument, ctx, repo)
+    except InvalidPoint as invalid:
+        return PointRecord(
+            arm.name, repeat, point, instrument.name, "", ctx.seed, {}, refused=f"invalid: {invalid}"
+        )
+    after = server_metrics.scrape(base_url) if base_url else None
+    server_side = server_metrics.point_metrics(before, after, base_url, arm.engine)
+    refused = tail.flattery(instrument.options, server_side) if instrument.kind == "tail" else None
+    return PointRecord(
+        arm.name,
+        repeat,
+        point,
+        instrument.name,
+        m.instrument_version,
+        ctx.seed,
+        m.metrics,
+        server_side,
+        str(m.raw_path.relative_to(run_dir)),
+        m.raw_sha256,
+        round(m.wall_s, 3),
+        dict(m.facts),
+        refused or "",
+    )
 
 
 def measure_launch(
@@ -185,10 +230,31 @@ def measure_launch(
     events: Events = ignore,
     tag: str = "",
 ) -> list[PointRecord]:
-    """One fresh launch of ``arm``: boot, sweep, tear down (always, also on error and Ctrl-C)."""
+    """One fresh launch of ``arm``: boot, sweep, tear down (always, also on error and Ctrl-C).
+    In a launch-flag sweep, one launch per point, each with that point's flags."""
     if not plan.experiment.server.needs_server:
         return sweep(plan, arm, repeat, None, run_dir, repo, events=events, tag=tag)
-    spec = launch_spec(plan, arm, repeat, run_dir, run_id, tag)
+    if plan.launches_per_point():
+        records: list[PointRecord] = []
+        for point in plan.experiment.points:
+            records += _launch_at_point(plan, arm, point, repeat, run_dir, run_id, repo, events, tag)
+        return records
+    return _launch_and_sweep(plan, arm, repeat, run_dir, run_id, repo, events, tag, None)
+
+
+def _launch_and_sweep(
+    plan: RunPlan,
+    arm: ArmPlan,
+    repeat: int,
+    run_dir: Path,
+    run_id: str,
+    repo: Path,
+    events: Events,
+    tag: str,
+    points: list[int] | None,
+    log_tag: str = "",
+) -> list[PointRecord]:
+    spec = launch_spec(plan, arm, repeat, run_dir, run_id, tag + log_tag)
     with launcher_for(plan).start(spec) as server:
         remember_flagset(arm)
         return sweep(
@@ -201,4 +267,49 @@ def measure_launch(
             server=server,
             events=events,
             tag=tag,
+            points=points,
         )
+
+
+def _launch_at_point(
+    plan: RunPlan,
+    arm: ArmPlan,
+    point: int,
+    repeat: int,
+    run_dir: Path,
+    run_id: str,
+    repo: Path,
+    events: Events,
+    tag: str,
+) -> list[PointRecord]:
+    """One point of a launch-flag sweep. A value the engine refuses at boot (004: k=4) is a point
+    of the sweep too: recorded as rejected, with the engine's own words, and the sweep goes on."""
+    at_point = plan.point_arm(arm, point)
+    try:
+        return _launch_and_sweep(
+            plan, at_point, repeat, run_dir, run_id, repo, events, tag, [point], f"p{point}-"
+        )
+    except BootFailure as failure:
+        reason = f"rejected at boot: {failure.cause}: {engine_reason(failure.log_tail)}"
+        events(PointMeasured(arm.name, repeat, point))
+        return [
+            PointRecord(
+                arm.name, repeat, point, instrument.name, "", plan.seed(point, repeat), {}, refused=reason
+            )
+            for instrument in plan.experiment.instruments
+        ]
+
+
+_REASON_MARKERS = ("Error:", "error:", "Error ", "must be", "not supported", "Exception:")
+_NOISE = ("For further information", "Traceback", 'File "')
+
+
+def engine_reason(log_tail: str) -> str:
+    """The engine's own words for a refused boot: the last log line that names an error, with the
+    lines that detail it (pydantic lists each refused field below its headline), at most 300 chars."""
+    lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
+    for index in range(len(lines) - 1, -1, -1):
+        if any(marker in lines[index] for marker in _REASON_MARKERS):
+            detail = [line for line in lines[index + 1 : index + 7] if not line.startswith(_NOISE)]
+            return " ".join([lines[index], *detail])[:300]
+    return lines[-1][-300:] if lines else "the server exited before answering its health check"

@@ -11,13 +11,14 @@ import json
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from recipe_ledger import paths
 from recipe_ledger.errors import InputError
 from recipe_ledger.experiment.engines import check_one_client_per_bar
 from recipe_ledger.experiment.spec import CommandArm, Experiment, Overrides, RecipeArm, ReleaseArm, StudyArm
+from recipe_ledger.instruments import aiperf_replay, tail
 from recipe_ledger.recipes.boxes import Box, load_box
 from recipe_ledger.recipes.catalog import RecipeRoot
 from recipe_ledger.recipes.command import CommandRequest, resolve_for_people
@@ -60,6 +61,19 @@ class RunPlan:
     engine_bin: str  # vLLM's CLI: the vllm bench serve client, and vLLM arms' server
     notes: list[str] = field(default_factory=list)
     sglang_python: str = ""  # the SGLang venv's python: SGLang arms' server, the sglang.bench_serving client
+    aiperf_bin: str = ""  # AIPerf's CLI: the aiperf_replay client (scripts/setup_aiperf_venv.sh)
+
+    def point_arm(self, arm: ArmPlan, point: int) -> ArmPlan:
+        """``arm`` as launched at ``point`` of a launch-flag sweep: its argv with the sweep's flags
+        for that value (replacing an earlier occurrence: last wins, as the engine reads it)."""
+        sweep = self.experiment.launch_sweep
+        if sweep is None:
+            return arm
+        argv = LaunchCommand.parse(arm.argv).replacing(sweep.args_for(point)).render()
+        return replace(arm, argv=argv)
+
+    def launches_per_point(self) -> bool:
+        return self.experiment.launch_sweep is not None
 
     def seed(self, point: int, repeat: int) -> int:
         """Differs per repeat (no prefix-cache flattery across repeats), equal across arms at the
@@ -291,6 +305,7 @@ def plan_run(
             draft.image or experiment.server.image,
             engine=engine,
         )
+    check_workload_instruments(experiment, arms, repo)
     return RunPlan(
         experiment,
         box,
@@ -299,7 +314,32 @@ def plan_run(
         str(spec_path),
         engine_bin,
         sglang_python=sglang_python,
+        aiperf_bin=aiperf_replay.find_aiperf(repo),
     )
+
+
+def max_model_len(argv: list[str]) -> int | None:
+    """The context an arm's command sets (vLLM's --max-model-len, SGLang's --context-length)."""
+    command = LaunchCommand.parse(argv)
+    for flag in ("--max-model-len", "--context-length"):
+        value = command.first_value(flag)
+        if value and value.isdigit():
+            return int(value)
+    return None
+
+
+def check_workload_instruments(experiment: Experiment, arms: dict[str, ArmPlan], repo: Path) -> None:
+    """Refuse before any launch what the replay and tail instruments can know now: their options, a
+    user trace's lines, a trace longer than the smallest context an arm sets, an AIPerf not installed."""
+    contexts = [n for n in (max_model_len(a.argv) for a in arms.values()) if n is not None]
+    for instrument in experiment.instruments:
+        if instrument.kind == "aiperf_replay":
+            aiperf_replay.check_before_launch(
+                instrument.options, repo, min(contexts) if contexts else None, instrument.name
+            )
+            aiperf_replay.require_aiperf(aiperf_replay.find_aiperf(repo))
+        elif instrument.kind == "tail":
+            tail.parse_options(instrument.options, instrument.name)
 
 
 def _server_command(

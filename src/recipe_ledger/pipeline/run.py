@@ -104,11 +104,24 @@ def to_verdict_calibration(entry: dict) -> verdicts.Calibration:
 
 
 def samples(records: list[PointRecord], arm: str, instrument: str, metric: str, point: int) -> list[float]:
-    """One number per repeat (a launch) for this arm, point and metric."""
+    """One number per repeat (a launch) for this arm, point and metric; refused points have none."""
     return [
         r.metrics[metric]
         for r in records
-        if r.arm == arm and r.instrument == instrument and r.point == point and metric in r.metrics
+        if r.arm == arm
+        and r.instrument == instrument
+        and r.point == point
+        and metric in r.metrics
+        and not r.refused
+    ]
+
+
+def refusals(records: list[PointRecord], arms: tuple[str, ...], instrument: str, point: int) -> list[str]:
+    """Why points of these arms at this point were refused (rejected at boot, flattered, invalid)."""
+    return [
+        f"{r.arm} repeat {r.repeat}: {r.refused}"
+        for r in records
+        if r.refused and r.arm in arms and r.instrument == instrument and r.point == point
     ]
 
 
@@ -173,6 +186,10 @@ def record_calibrations(ctx: RunContext, records: list[PointRecord]) -> dict[tup
         by_point: dict[int | str, list[float]] = {
             p: samples(records, "control", instrument, bar.metric, p) for p in ctx.plan.experiment.points
         }
+        # A refused point (rejected at boot, flattered) has no noise to measure: it calibrates nothing.
+        by_point = {p: v for p, v in by_point.items() if len(v) >= 2}
+        if not by_point:
+            continue
         calibration = verdicts.calibrate(by_point, metric=bar.metric)
         payload = {
             "schema_version": current_version("calibration"),
@@ -183,9 +200,21 @@ def record_calibrations(ctx: RunContext, records: list[PointRecord]) -> dict[tup
             "method": verdicts.METHOD,
             "points": {k: p.model_dump() for k, p in calibration.points.items()},
             "text": f"A/A calibration of {ctx.plan.experiment.name}'s control on {ctx.plan.box.id}: "
-            + ", ".join(f"p{k} cv {p.cv * 100:.2f}%" for k, p in calibration.points.items()),
+            + ", ".join(f"p{k} cv {p.cv * 100:.2f}%" for k, p in calibration.points.items())
+            + "; "
+            + "; ".join(
+                f"p{k} {verdicts.classify_instrument(p, bar.min_effect).text}"
+                for k, p in calibration.points.items()
+            ),
             "origin": {"how": "measured", "source": ctx.run_id},
-            "conditions": {"box": ctx.plan.box.id, "experiment": ctx.plan.experiment.name},
+            "conditions": {
+                "box": ctx.plan.box.id,
+                "experiment": ctx.plan.experiment.name,
+                **{
+                    f"instrument_class.p{k}": verdicts.classify_instrument(p, bar.min_effect).instrument_class
+                    for k, p in calibration.points.items()
+                },
+            },
         }
         out[(instrument, bar.metric)] = ctx.ledger.append(
             "calibration", payload, writer=ctx.writer, git=ctx.git
@@ -259,12 +288,7 @@ def decide_bars(
             cal = cals.get((instrument, bar.metric))
             calibration = to_verdict_calibration(cal) if cal else None
             for point in bar_points(exp.points, bar):
-                vbar = verdict_bar(bar, point)
-                control = samples(records, "control", instrument, bar.metric, point)
-                cand = samples(records, candidate, instrument, bar.metric, point)
-                v = verdicts.decide(
-                    control, cand, vbar, calibration, agreement_threshold=bar.agreement_threshold
-                )
+                v = decide_point(records, candidate, instrument, bar, point, calibration)
                 out_v.append(v)
                 out_b.append(
                     BarVerdict(
@@ -286,11 +310,88 @@ def decide_bars(
     return out_v, out_b
 
 
-def summary_metrics(records: list[PointRecord]) -> dict[str, float]:
-    """Medians per arm, point and metric: ``<arm>.c<point>.<metric>`` (small, table-friendly)."""
+def decide_point(
+    records: list[PointRecord],
+    candidate: str,
+    instrument: str,
+    bar: SpecBar,
+    point: int,
+    calibration: verdicts.Calibration | None,
+) -> verdicts.Verdict:
+    """One bar at one point: not comparable where a point was refused, the verdict otherwise, and a
+    loose instrument's win held back until its MDE is under the bar."""
+    vbar = verdict_bar(bar, point)
+    refused = refusals(records, ("control", candidate), instrument, point)
+    control = samples(records, "control", instrument, bar.metric, point)
+    cand = samples(records, candidate, instrument, bar.metric, point)
+    if refused or not control or not cand:
+        why = "; ".join(refused) or "an arm has no measurement at this point"
+        return verdicts.decide(
+            control or [1.0], cand or [1.0], vbar, None, comparable=False, incomparable_reason=why
+        )
+    v = verdicts.decide(control, cand, vbar, calibration, agreement_threshold=bar.agreement_threshold)
+    calibrated = calibration.for_point(point) if calibration else None
+    if calibrated is None:
+        return v
+    classification = verdicts.classify_instrument(calibrated, bar.min_effect)
+    return verdicts.gate_loose_instrument(v, classification, instrument, calibrated.n)
+
+
+def instrument_classes(plan: RunPlan, cals: dict[tuple[str, str], dict]) -> dict[str, str]:
+    """``instrument_class.<instrument>.<metric>.p<point>``: tight or loose, per bar, for the record
+    (the site marks loose instruments from these)."""
+    out: dict[str, str] = {}
+    for bar in plan.experiment.bars:
+        instrument = bar_instrument(plan, bar)
+        cal = cals.get((instrument, bar.metric))
+        if not cal:
+            continue
+        calibration = to_verdict_calibration(cal)
+        for point in bar_points(plan.experiment.points, bar):
+            calibrated = calibration.for_point(point)
+            if calibrated is not None:
+                cls = verdicts.classify_instrument(calibrated, bar.min_effect).instrument_class
+                out[f"instrument_class.{instrument}.{bar.metric}.p{point}"] = cls
+    return out
+
+
+def refused_points(records: list[PointRecord]) -> dict[str, str]:
+    """``refused.<arm>.p<point>.r<repeat>.<instrument>``: why, for every refused point (short)."""
+    return {
+        f"refused.{r.arm}.p{r.point}.r{r.repeat}.{r.instrument}": r.refused[:300]
+        for r in records
+        if r.refused
+    }
+
+
+def workload_instrument_names(plan: RunPlan) -> frozenset[str]:
+    return frozenset(i.name for i in plan.experiment.instruments if i.kind in ("tail", "aiperf_replay"))
+
+
+# Beyond metrics.SUMMARY_METRICS: the tail test's and the replay's own numbers.
+WORKLOAD_SUMMARY_METRICS = (
+    "ttft_ms_p90",
+    "ttft_ms_p99",
+    "e2el_ms_p99",
+    "prefill_tps",
+    "cache_reuse_expected",
+    "cache_reuse_achieved",
+)
+
+
+def summary_metrics(
+    records: list[PointRecord], workload_instruments: frozenset[str] = frozenset()
+) -> dict[str, float]:
+    """Medians per arm, point and metric: ``<arm>.c<point>.<metric>`` (small, table-friendly); the
+    tail test's and the replay's own numbers too for ``workload_instruments`` (their names)."""
     groups: dict[str, list[float]] = {}
     for r in records:
-        kept = {m: r.metrics[m] for m in metric_table.SUMMARY_METRICS if m in r.metrics}
+        if r.refused:
+            continue  # refused points are in conditions, with why; their numbers are not results
+        wanted = metric_table.SUMMARY_METRICS
+        if r.instrument in workload_instruments:
+            wanted = (*wanted, *WORKLOAD_SUMMARY_METRICS)
+        kept = {m: r.metrics[m] for m in wanted if m in r.metrics}
         kept.update({metric_table.SERVER_PREFIX + m: v for m, v in r.server.items()})
         for metric, value in kept.items():
             groups.setdefault(metric_table.summary_key(r.arm, r.point, metric), []).append(value)
@@ -369,9 +470,14 @@ def record_result(
         "schema_version": current_version("result"),
         "subject": ctx.plan.experiment.name,
         "text": headline(bars),
-        "metrics": summary_metrics(records),
+        "metrics": summary_metrics(records, workload_instrument_names(ctx.plan)),
         "verdict": _overall(bars),
-        "conditions": {"box": ctx.plan.box.id, "run_id": ctx.run_id},
+        "conditions": {
+            "box": ctx.plan.box.id,
+            "run_id": ctx.run_id,
+            **instrument_classes(ctx.plan, cals),
+            **refused_points(records),
+        },
         "experiment": record.model_dump(mode="json", exclude_none=True),
         "origin": {"how": "measured", "source": ctx.run_id},
         "artifacts": runs.artifact_hashes(ctx.run_dir),
