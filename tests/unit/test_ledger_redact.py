@@ -75,9 +75,12 @@ def test_object_keys_by_last_word():
     for key in ["tokenizer", "num_speculative_tokens"]:
         assert not is_secret_key(key)
     # A secret word inside the name: a number (a count) stays, anything else is hidden.
-    for key in ["long_prefill_token_threshold", "key_count_total"]:
+    for key in ["key_count_total", "token_bucket_total"]:
         assert not is_secret_key(key, 6144)
         assert is_secret_key(key, "s3cr3t-value")
+    # ... unless the last word makes the name a measure: its value is never a credential.
+    for key in ["long_prefill_token_threshold", "use_server_token_count", "max_session_len"]:
+        assert not is_secret_key(key, "6144") and not is_secret_key(key, "(disables")
 
 
 def test_redact_obj_walks_nested_structures_and_keeps_non_strings():

@@ -10,6 +10,7 @@ MLflow store) is tests/integration/test_redact_corpus_e2e.py.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -137,10 +138,21 @@ def test_argv_lists_and_env_mappings_hide_every_value_that_looks_secret():
         "server_args={'api_key': None, 'enable_streaming_session': False, 'ms_per_token': 3.3}",
         "<li><code>--long-prefill-token-threshold 6144</code></li>",
         '["--long-prefill-token-threshold 6144", "--max-num-seqs 16"]',
+        '{"session_id":"s1002-000000","input_length":160,"output_length":24,"hash_ids":[1,2]}',  # AIPerf
+        "3. Use server token counts: --use-server-token-count (disables client tokenization)",
     ],
 )
 def test_what_is_not_a_secret_stays_readable(text):
     assert redact_text(text, environ={}) == text
+
+
+# Hidden on purpose although not secret: AIPerf logs its dataset cache key as `key=<32 hex>`, the
+# shape of many API keys; a `key=` pair with such a value is hidden wherever it appears.
+_OVERREACH = re.compile(r"cache HIT \(key=[0-9a-f]{32}\)")
+
+
+def _without_known_overreach(text: str) -> str:
+    return _OVERREACH.sub("cache HIT (a dataset cache entry)", text)
 
 
 @pytest.mark.parametrize("folder", ["evidence", "ledger", "tables", "site"])
@@ -152,7 +164,7 @@ def test_the_committed_record_reads_the_same_through_the_redactor(folder):
     for path in sorted((REPO / folder).rglob("*")):
         if not path.is_file() or path.suffix not in (".log", ".json", ".jsonl", ".csv", ".md", ".html"):
             continue
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = _without_known_overreach(path.read_text(encoding="utf-8", errors="replace"))
         objects = _json_objects(path, text)
         if redact_text(text, environ={}) != text or redact_obj(objects, environ={}) != objects:
             changed.append(str(path.relative_to(REPO)))
