@@ -47,9 +47,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--intermediate", type=int, default=None, help="MLP size (default 2 x hidden)")
     p.add_argument("--max-position", type=int, default=2048, help="max_position_embeddings")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--experts", type=int, default=0,
-                   help="routed experts per layer: > 0 builds a Qwen3-MoE-shaped model instead of dense Qwen2")
-    p.add_argument("--experts-per-token", type=int, default=2, help="top-k of the MoE router")
     args = p.parse_args(argv)
     if args.intermediate is None:
         args.intermediate = 2 * args.hidden
@@ -60,16 +57,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("hidden", "layers", "heads", "intermediate", "max_position"):
         if getattr(args, name) <= 0:
             p.error(f"--{name.replace('_', '-')} must be positive")
-    if args.experts < 0 or (args.experts and not 1 <= args.experts_per_token <= args.experts):
-        p.error("--experts must be >= 0 and --experts-per-token between 1 and --experts")
     return args
 
 
 def model_args(args: argparse.Namespace) -> dict:
     """The arguments that determine the content (everything except OUT_DIR)."""
     keys = ("hidden", "layers", "heads", "vocab", "intermediate", "max_position", "seed")
-    if args.experts:  # only MoE models carry these, so a dense model's manifest (and hash) is unchanged
-        keys += ("experts", "experts_per_token")
     return {k: getattr(args, k) for k in keys}
 
 
@@ -175,42 +168,10 @@ def build_tokenizer(args: argparse.Namespace, out_dir: Path) -> dict[str, int]:
     return {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
 
 
-def _moe_model(args: argparse.Namespace, ids: dict[str, int]):
-    """A Qwen3-MoE-shaped model (every layer routed, no shared expert): both engines serve it, and
-    SGLang's expert-distribution recorder supports it (Mixtral has no expert-location metadata there)."""
-    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
-
-    config = Qwen3MoeConfig(
-        vocab_size=args.vocab,
-        hidden_size=args.hidden,
-        intermediate_size=args.intermediate,
-        moe_intermediate_size=args.intermediate,
-        num_hidden_layers=args.layers,
-        num_attention_heads=args.heads,
-        num_key_value_heads=args.heads,
-        head_dim=args.hidden // args.heads,
-        max_position_embeddings=args.max_position,
-        num_experts=args.experts,
-        num_experts_per_tok=args.experts_per_token,
-        decoder_sparse_step=1,
-        mlp_only_layers=[],
-        norm_topk_prob=True,
-        tie_word_embeddings=False,
-        bos_token_id=ids["<|endoftext|>"],
-        eos_token_id=ids["<|im_end|>"],
-        pad_token_id=ids["<|endoftext|>"],
-        dtype="bfloat16",
-    )
-    return config, Qwen3MoeForCausalLM(config)
-
-
 def build_model(args: argparse.Namespace, out_dir: Path, ids: dict[str, int]) -> int:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    if args.experts:
-        config, model = _moe_model(args, ids)
-        return _fill_and_save(torch, model, config, args.seed, out_dir)
     config = Qwen2Config(
         vocab_size=args.vocab,
         hidden_size=args.hidden,
@@ -227,13 +188,9 @@ def build_model(args: argparse.Namespace, out_dir: Path, ids: dict[str, int]) ->
         dtype="bfloat16",
     )
     model = Qwen2ForCausalLM(config)
-    return _fill_and_save(torch, model, config, args.seed, out_dir)
-
-
-def _fill_and_save(torch, model, config, seed: int, out_dir: Path) -> int:
     # Fill every parameter from one seeded generator, in name order, rather than relying on
     # transformers' own init order: the bytes then depend only on the arguments.
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(args.seed)
     with torch.no_grad():
         for name, param in sorted(model.named_parameters()):
             if name.endswith("norm.weight"):
