@@ -107,6 +107,22 @@ def test_command_instrument_runs_a_script_and_reads_its_json(tmp_path):
     assert measurement.instrument_version.startswith("command:")
 
 
+def test_command_instruments_log_is_redacted_before_it_is_hashed(tmp_path):
+    from recipe_ledger.instruments.base import sha256_file
+
+    script = tmp_path / "leaky.py"
+    script.write_text(
+        "import json\nprint('connecting to https://alice:S3cr3tPw@db.lab/x with hf_abcdefghijklmnopqrstuvwx')\n"
+        "print(json.dumps({'hbm_read_gbps': 1.5}))\n"
+    )
+    measurement = command.measure([sys.executable, str(script)], ctx(tmp_path), root=tmp_path)
+    text = measurement.raw_path.read_text()
+    assert "S3cr3tPw" not in text and "hf_abcdefghijklmnopqrstuvwx" not in text
+    assert measurement.metrics == {"hbm_read_gbps": 1.5}
+    # The hash the entry pins is the redacted file's: the record verifies as it is stored.
+    assert measurement.raw_sha256 == sha256_file(measurement.raw_path)
+
+
 def test_command_instrument_failure_carries_the_output(tmp_path):
     script = tmp_path / "bad.py"
     script.write_text("import sys\nprint('CUDA error: out of memory')\nsys.exit(3)\n")

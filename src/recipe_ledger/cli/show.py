@@ -21,7 +21,10 @@ from recipe_ledger.ledger.store import Ledger
 @root_option
 def show(entry_id: str, as_json: bool, root: Path) -> None:
     """Show entry ID (or a unique id prefix), its status and everything that refers to it."""
-    found = views.detail(Ledger.open(root), entry_id)
+    from recipe_ledger.redact import redact_obj
+
+    # Entries written before today's rules print redacted too (the ledger itself is never edited).
+    found = redact_obj(views.detail(Ledger.open(root), entry_id))
     if as_json:
         click.echo(json.dumps(found, indent=2, ensure_ascii=False))
         return

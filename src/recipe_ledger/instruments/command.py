@@ -17,6 +17,7 @@ from recipe_ledger.instruments.base import (
     run_client,
     sha256_file,
 )
+from recipe_ledger.redact import redact_text
 
 NAME = "command"
 
@@ -63,7 +64,11 @@ def measure(
     log = ctx.out_dir / f"{ctx.stem}.stdout.log"
     argv = fill_template(template, ctx, out_file)
     wall = run_client(argv, env={**os.environ, **(env or {})}, log_path=log, timeout_s=timeout_s)
-    metrics = numeric_only(last_json_object(log.read_text(errors="replace")))
+    # The log is the raw record the entry pins by hash: redact it before it is hashed, since a
+    # pinned file can never be rewritten afterwards.
+    text = redact_text(log.read_text(errors="replace"))
+    log.write_text(text)
+    metrics = numeric_only(last_json_object(text))
     if not metrics:
         raise InstrumentError("the command printed a JSON object with no numeric metric", where=str(log))
     return Measurement(
