@@ -112,7 +112,8 @@ def test_command_instruments_log_is_redacted_before_it_is_hashed(tmp_path):
 
     script = tmp_path / "leaky.py"
     script.write_text(
-        "import json\nprint('connecting to https://alice:S3cr3tPw@db.lab/x with hf_abcdefghijklmnopqrstuvwx')\n"
+        "import json\n"
+        "print('connecting to https://alice:S3cr3tPw@db.lab/x with hf_abcdefghijklmnopqrstuvwx')\n"
         "print(json.dumps({'hbm_read_gbps': 1.5}))\n"
     )
     measurement = command.measure([sys.executable, str(script)], ctx(tmp_path), root=tmp_path)
