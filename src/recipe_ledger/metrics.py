@@ -169,9 +169,50 @@ def _routing_metrics() -> list[Metric]:
     return [*shares, *windows, *spread]
 
 
+def _profile_metrics() -> list[Metric]:
+    """What scripts/profile_probe.py reports (recipe_ledger.profile_summary): where a profiled
+    window's time went, and what profiling cost."""
+    source = {
+        "vllm": "torch profiler trace (--profiler-config, /start_profile, /stop_profile) "
+        "via scripts/profile_probe.py",
+        "sglang": "torch profiler trace (/start_profile, /stop_profile) via scripts/profile_probe.py",
+    }
+    shares = [
+        Metric(
+            f"profile_share_{category}",
+            "share",
+            None,
+            f"time share: {category}",
+            3,
+            f"share of the profiled window the engine's busiest thread spent in {category}"
+            + (" (no op running)" if category == "idle" else " ops (self time)"),
+            source,
+        )
+        for category in ("attention", "moe", "gemm", "communication", "sampling", "other", "idle")
+    ]
+    costs = [
+        Metric("profile_window_s", "s", None, "profiled window", 2, "length of the profiled window", source),
+        Metric(
+            "profile_overhead",
+            "x",
+            "lower",
+            "profiling overhead",
+            2,
+            "profiled wall time / unprofiled",
+            source,
+        ),
+        Metric("profile_flush_s", "s", "lower", "trace flush time", 1, "time /stop_profile took", source),
+        Metric(
+            "profile_trace_mb", "MB", "lower", "trace size", 1, "size of the trace the engine wrote", source
+        ),
+    ]
+    return [*shares, *costs]
+
+
 _TABLE: list[Metric] = [
     *_latency_metrics(),
     *_routing_metrics(),
+    *_profile_metrics(),
     _bench(
         "output_tps_total",
         "tok/s",
@@ -295,6 +336,7 @@ SUMMARY_METRICS: tuple[str, ...] = (
     "uva_read_gbps",
     "h2d_memcpy_gbps",
     *(m.name for m in _routing_metrics()),
+    *(m.name for m in _profile_metrics()),
 )
 
 # The metrics an experiment page plots against concurrency, in this order, when the result has them.
