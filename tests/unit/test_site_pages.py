@@ -285,3 +285,26 @@ def test_builders_from_worker_processes_equal_the_serial_ones(monkeypatch: pytes
     monkeypatch.setattr(site_recipes, "POOL_FROM", 1)
     assert site_recipes.start_builders(root, loaded)() == serial
     assert site_recipes._work is None  # the workers' state is dropped once they are done
+
+
+def test_profiler_traces_of_a_pinned_run_folder_are_linked(tmp_path):
+    from recipe_ledger.site import experiments as experiments_mod
+
+    run = tmp_path / "evidence" / "study" / "run-1"
+    (run / "raw").mkdir(parents=True)
+    (run / "measurements.jsonl").write_text('{"arm": "control"}\n')
+    (run / "raw" / "control-p1-r1.trace.json.gz").write_bytes(b"\x1f\x8b" + b"0" * 2000)
+    digest = "sha256:" + hashlib.sha256((run / "measurements.jsonl").read_bytes()).hexdigest()
+    found = experiments_mod.trace_files(tmp_path, {"run_id": "run-1"}, {"measurements.jsonl": digest})
+    assert found == [
+        {
+            "name": "control-p1-r1.trace.json.gz",
+            "src": "evidence/study/run-1/raw/control-p1-r1.trace.json.gz",
+            "href": "traces/run-1/control-p1-r1.trace.json.gz",
+            "mb": 0.0,
+        }
+    ]
+    # A run folder whose measurements are not the ones the entry pins lends nothing to the page.
+    assert (
+        experiments_mod.trace_files(tmp_path, {"run_id": "run-1"}, {"measurements.jsonl": "sha256:00"}) == []
+    )

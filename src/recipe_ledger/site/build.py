@@ -249,9 +249,11 @@ class SiteWriter:
         self.env.filters["percent"] = tables_mod.percent_text
 
     def write_text(self, rel: str, text: str) -> None:
-        path = contained(self.out, rel)  # rel is built from recipe and entry names
+        self.write_bytes(rel, text.encode("utf-8"))  # rel is built from recipe and entry names
+
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        path = contained(self.out, rel)
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = text.encode("utf-8")
         path.write_bytes(data)
         self.report.files += 1
         self.report.bytes += len(data)
@@ -903,6 +905,10 @@ def _experiment_data(
         "calibration": entry_ref(index, calibration, root) if calibration in index.by_id else None,
         "metrics": [[k, v] for k, v in sorted(p.get("metrics", {}).items())],
         "artifacts": sorted(p.get("artifacts", {}).items()),
+        "traces": [
+            {**t, "link": root + t["href"]}
+            for t in experiments_mod.trace_files(project, experiment, p.get("artifacts") or {})
+        ],
         "mlflow": sorted((p.get("mlflow") or {}).items()),
         "scripts": sorted(((entry.get("git") or {}).get("scripts") or {}).items()),
         "git_commit": (entry.get("git") or {}).get("commit"),
@@ -1010,7 +1016,7 @@ def build_site(
     releases = release_pages(index)
     experiments = experiment_pages(index, project)
     _write_releases(writer, releases, index)
-    _write_experiments(writer, experiments)
+    _write_experiments(writer, experiments, project)
     _write_timeline(writer, index, tick)
     _write_tables(writer, *read_tables(view))
     _write_recipes(writer, infos, builders(), root, boxes, evidence, index, tick)
@@ -1056,9 +1062,11 @@ def _write_releases(writer: SiteWriter, releases: list, index: LedgerIndex) -> N
     )
 
 
-def _write_experiments(writer: SiteWriter, experiments: list) -> None:
+def _write_experiments(writer: SiteWriter, experiments: list, project: Path) -> None:
     for path, data, charts in experiments:
         writer.page(path, "experiment.html", data, charts=charts)
+        for trace in data["traces"]:  # copied so the page's links work when site/ is served alone
+            writer.write_bytes(trace["href"], (project / trace["src"]).read_bytes())
     listing = [
         {
             "path": path,

@@ -142,6 +142,28 @@ def _measurement_files(project: Path, experiment: dict[str, Any], artifacts: dic
     return out
 
 
+TRACE_GLOB = "raw/**/*.trace.json.gz"  # what scripts/profile_probe.py keeps beside its {out}
+
+
+def trace_files(project: Path, experiment: dict[str, Any], artifacts: dict[str, str]) -> list[dict[str, Any]]:
+    """The profiler traces kept in the run folder under evidence/ whose measurements the entry pins:
+    [{name, src (repository path), href (site path), mb}] for the experiment page to link."""
+    run_id = str(experiment.get("run_id") or "")
+    out = []
+    for measurements in _measurement_files(project, experiment, artifacts):
+        for trace in sorted(measurements.parent.glob(TRACE_GLOB)):
+            name = trace.relative_to(measurements.parent / "raw").as_posix()
+            out.append(
+                {
+                    "name": name,
+                    "src": trace.relative_to(project).as_posix(),
+                    "href": f"traces/{run_id}/{name}",
+                    "mb": round(trace.stat().st_size / 1e6, 2),
+                }
+            )
+    return out
+
+
 def repeat_values(
     project: Path, experiment: dict[str, Any], artifacts: dict[str, str]
 ) -> dict[tuple[str, str], dict[str, list[float]]]:

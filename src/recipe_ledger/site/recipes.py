@@ -30,9 +30,14 @@ from recipe_ledger.errors import LedgerError
 from recipe_ledger.recipes import resolve
 from recipe_ledger.recipes.boxes import Box
 from recipe_ledger.recipes.catalog import LoadedRecipe, RecipeRoot
-from recipe_ledger.recipes.command import CommandRequest, resolve_for_people, text_for_people
-from recipe_ledger.recipes.fit import verdict_lines
-from recipe_ledger.recipes.fitting import fit_recipe
+from recipe_ledger.recipes.command import (
+    CommandRequest,
+    ResolvedCommand,
+    resolve_for_people,
+    text_for_people,
+)
+from recipe_ledger.recipes.fit import FitReport, verdict_lines
+from recipe_ledger.recipes.fitting import fit_recipe, predict_ceilings
 from recipe_ledger.redact import redact_obj, redact_text
 from recipe_ledger.tables import secret_environ
 
@@ -268,6 +273,26 @@ def fit_rows(root: RecipeRoot, loaded: LoadedRecipe, boxes: list[Box]) -> list[d
     return [_fit_row(root, name, box) for box in boxes]
 
 
+CEILING_WINDOWS = [1, 5]  # one token per step, and a k=5 speculative verify window
+
+
+def _ceiling_cells(root: RecipeRoot, report: FitReport, resolved: ResolvedCommand) -> dict[str, Any]:
+    """The decode tok/s the box's host link alone allows for the fit's expert offload, one sequence
+    (`ledger fit --predict`); nothing when nothing is offloaded or the recipe has no routing."""
+    memory = resolved.loaded.recipe.memory
+    if memory is None or memory.routing is None or report.expert_offload_gib <= 0:
+        return {}
+    ceilings, _ = predict_ceilings(root, report, resolved, batches=[1], windows=CEILING_WINDOWS)
+    return {
+        "ceilings": [
+            {"window": c.window, "tok_s": c.tok_s, "gb_per_step": c.bytes_per_step / 1e9} for c in ceilings
+        ],
+        "ceiling_cli": (
+            f"ledger fit {recipe_name(resolved.loaded.ref)} --box {report.box_id} --predict --window 5"
+        ),
+    }
+
+
 def _fit_row(root: RecipeRoot, name: str, box: Box) -> dict[str, Any]:
     row: dict[str, Any] = {
         "box": box.id,
@@ -278,10 +303,11 @@ def _fit_row(root: RecipeRoot, name: str, box: Box) -> dict[str, Any]:
         "cli": f"ledger fit {name} --box {box.id}",
     }
     try:
-        report, _ = fit_recipe(root, name, box.id)
+        report, resolved = fit_recipe(root, name, box.id)
     except LedgerError as error:
         return {**row, "error": error_text(error, root)}
     return {
+        **_ceiling_cells(root, report, resolved),
         **row,
         "fits": report.fits,
         "context": report.context,
