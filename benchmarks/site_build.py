@@ -134,6 +134,8 @@ def write_ledger(root: Path, count: int, recipes: int, rng: random.Random) -> No
         lambda n, ids: synthetic_entry(rng, n, ids, retracted, recipes),
         lambda n: f"2026-{1 + n // 40000:02d}-01T00:00:00.{n:06d}Z",
     )
+    # The synthetic lab's writers retract each other's entries: they are its maintainers.
+    (root / "ledger" / "maintainers").write_text("".join(f"{writer}\n" for writer in WRITERS))
 
 
 def synthetic_entry(rng: random.Random, n: int, ids: list[str], retracted: set[str], recipes: int):
