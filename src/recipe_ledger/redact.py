@@ -77,17 +77,19 @@ _SECRET_WORDS = frozenset(
         "passphrase",
     }
 )
-# A last word that only qualifies the secret before it: HF_TOKEN_VALUE, API_KEY_B64. Not SESSION_ID:
-# in serving it names a conversation (AIPerf's traces, SGLang's sessions), not a login; a login's
-# session still hides under SESSION, SESSION_TOKEN, SESSION_KEY, SESSION_COOKIE.
 # Words that are also ordinary English: "token: the algorithm" is prose, "token: hf_x..." is not.
 _PROSE_WORDS = frozenset({"token", "key", "pass", "auth", "session", "private", "cookie"})
 _PROSE_VALUE = re.compile(r"[a-z]{1,12}")
-_QUALIFIERS = frozenset({"value", "id", "b64", "base64", "str", "string", "data", "raw", "hash"})
+# A last word that only qualifies the secret before it: HF_TOKEN_VALUE, API_KEY_B64.
+_QUALIFIERS = frozenset({"value", "b64", "base64", "str", "string", "data", "raw", "hash"})
 _SHELL_PATHS = frozenset({"pwd", "oldpwd"})
-# A last word that makes the name a measure, whatever comes before it: --use-server-token-count,
-# max_token_len, session_limit. Its value is a number or a switch, never a credential.
-_MEASURE_WORDS = frozenset({"count", "counts", "len", "length", "size", "limit", "threshold", "budget"})
+# A last word that makes the name a measure or an identifier, whatever comes before it:
+# --use-server-token-count, max_token_len, eos_token_id, session_id (a conversation in AIPerf's traces
+# and SGLang, not a login). Its value is a number, a switch or a name, never a credential; a login's
+# session still hides under SESSION, SESSION_TOKEN, SESSION_KEY, SESSION_COOKIE.
+_PLAIN_LAST_WORDS = frozenset(
+    {"count", "counts", "len", "length", "size", "limit", "threshold", "budget", "id", "ids"}
+)
 # Long compound words that hold a secret word without a separator (HFTOKEN, MYAPIKEY, DBPASSWORD).
 _GLUED = re.compile(r"(?:token|secret|passw(?:or)?d|apikey|credentials?)$", re.IGNORECASE)
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
@@ -194,9 +196,7 @@ def _name_kind(name: str, extra: frozenset[str]) -> int:
     if extra and _listed(lowered, words, extra):
         return _ALWAYS
     last = words[-1]
-    if words[-1] in _MEASURE_WORDS:
-        return _NEVER
-    if words[-2:] == ["session", "id"] and not any(w in _SECRET_WORDS for w in words[:-2]):
+    if words[-1] in _PLAIN_LAST_WORDS:
         return _NEVER
     qualified = len(words) > 1 and last in _QUALIFIERS and words[-2] in _SECRET_WORDS
     if last in _SECRET_WORDS or _GLUED.search(last) or qualified:

@@ -139,6 +139,7 @@ def test_argv_lists_and_env_mappings_hide_every_value_that_looks_secret():
         "<li><code>--long-prefill-token-threshold 6144</code></li>",
         '["--long-prefill-token-threshold 6144", "--max-num-seqs 16"]',
         '{"session_id":"s1002-000000","input_length":160,"output_length":24,"hash_ids":[1,2]}',  # AIPerf
+        '{"bos_token_id": "0", "eos_token_id": 2, "pad_token_id": "<|endoftext|>"}',  # a model config
         "3. Use server token counts: --use-server-token-count (disables client tokenization)",
     ],
 )
