@@ -16,6 +16,7 @@ within 5% of its client run by hand in issue 13: `--experiment experiments/examp
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import shutil
@@ -72,7 +73,7 @@ def by_hand_script(plan, out_dir: Path) -> str:
                 options = instrument.options
                 if instrument.kind == "tail":  # the tail test is the bench client, sequential
                     options = tail.bench_options(tail.parse_options(options))
-                    ctx = MeasureContext(**{**ctx.__dict__, "concurrency": 1})
+                    ctx = dataclasses.replace(ctx, concurrency=1)
                 argv = vllm_bench.build_argv(
                     plan.engine_bin,
                     options,

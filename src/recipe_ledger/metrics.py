@@ -209,10 +209,13 @@ def _profile_metrics() -> list[Metric]:
     return [*shares, *costs]
 
 
+_ROUTING = _routing_metrics()
+_PROFILE = _profile_metrics()
+
 _TABLE: list[Metric] = [
     *_latency_metrics(),
-    *_routing_metrics(),
-    *_profile_metrics(),
+    *_ROUTING,
+    *_PROFILE,
     _bench(
         "output_tps_total",
         "tok/s",
@@ -335,8 +338,8 @@ SUMMARY_METRICS: tuple[str, ...] = (
     "hbm_read_gbps",
     "uva_read_gbps",
     "h2d_memcpy_gbps",
-    *(m.name for m in _routing_metrics()),
-    *(m.name for m in _profile_metrics()),
+    *(m.name for m in _ROUTING),
+    *(m.name for m in _PROFILE),
 )
 
 # The metrics an experiment page plots against concurrency, in this order, when the result has them.

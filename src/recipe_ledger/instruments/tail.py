@@ -15,6 +15,7 @@ cache served more than ``max_cache_hit_rate`` of the prompt tokens the point is 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -96,7 +97,7 @@ def measure(
 ) -> Measurement:
     """One tail test: ``requests`` prompts at concurrency 1, whatever the point says."""
     parsed = parse_options(options)
-    sequential = MeasureContext(**{**ctx.__dict__, "concurrency": 1})
+    sequential = dataclasses.replace(ctx, concurrency=1)
     measurement = vllm_bench.measure(
         vllm_bin, bench_options(parsed), sequential, env=env, timeout_s=timeout_s
     )

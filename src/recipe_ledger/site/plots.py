@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from html import escape
 
 from recipe_ledger.metrics import format_effect, lookup
+from recipe_ledger.routing import TOP_SHARES
 
 WIDTH, HEIGHT = 640, 300
 LEFT, RIGHT, TOP, BOTTOM = 72, 16, 28, 44
@@ -410,7 +411,7 @@ def _effect_row(bar: dict, y: int, px: Callable[[float], float]) -> list[str]:
     return body
 
 
-SKEW_SHARES = (25, 50, 73)  # the routing figures' expert shares, % (recipe_ledger.routing.TOP_SHARES)
+SKEW_SHARES = tuple(round(share * 100) for share in TOP_SHARES)  # the routing figures' expert shares, %
 
 
 def skew_curves(values: dict[str, dict[int, float]]) -> dict[str, list[Point]]:
