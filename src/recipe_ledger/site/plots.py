@@ -434,7 +434,9 @@ def skew_chart(curves: dict[str, list[Point]], *, title: str) -> str:
     axes = _Axes(xs, [0.0, 100.0], plot_bottom=height - BOTTOM - legend)
     body = _y_ticks(axes) + _x_ticks(axes, xs, [f"{x:g}%" for x in xs])
     uniform = " ".join(f"{_n(axes.px(x))},{_n(axes.py(x))}" for x in (0.0, 100.0))
-    body.append(f'<polyline points="{uniform}" fill="none" stroke="#999" stroke-dasharray="4 3"/>')
+    # Dashed, in the colour its legend swatch gets (the entry after the arms').
+    color = COLORS[len(curves) % len(COLORS)]
+    body.append(f'<polyline points="{uniform}" fill="none" stroke="{color}" stroke-dasharray="4 3"/>')
     for i, (arm, points) in enumerate(sorted(curves.items())):
         body += _arm_line(axes, arm, points, [], COLORS[i % len(COLORS)], False)
     names = [*sorted(curves), "uniform routing (dashed)"]
