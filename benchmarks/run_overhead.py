@@ -70,6 +70,8 @@ def by_hand_script(plan, out_dir: Path) -> str:
                     model_name=arm.served_model,
                     tokenizer=arm.model_dir,
                 )
+                if instrument.kind not in ("vllm_bench_serve", "tail"):
+                    raise SystemExit(f"run_overhead: no by-hand form for a {instrument.kind} instrument")
                 options = instrument.options
                 if instrument.kind == "tail":  # the tail test is the bench client, sequential
                     options = tail.bench_options(tail.parse_options(options))

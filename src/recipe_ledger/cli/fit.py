@@ -198,18 +198,24 @@ def print_ceilings(ceilings: list[Ceiling], notes: list[str]) -> None:
 
 
 def measured_window_multiplier(root: Path, entry_id: str, window: int) -> tuple[float, str]:
-    """The control arm's measured experts per ``window`` tokens from a routing result, and where it came
-    from (in words, for the assumptions)."""
+    """The control arm's measured experts per ``window`` tokens (its lowest point) from a routing
+    result, and where it came from (in words, for the assumptions)."""
     from recipe_ledger.errors import InputError
     from recipe_ledger.ledger.store import Ledger
+    from recipe_ledger.metrics import parse_summary_key, summary_key
 
     entry = Ledger.open(root).get(entry_id)
     metrics = entry.get("payload", {}).get("metrics", {})
-    suffix = f".routing_window_multiplier_k{window}"
-    keys = sorted(k for k in metrics if k.startswith("control.") and k.endswith(suffix))
-    if not keys:
+    wanted = f"routing_window_multiplier_k{window}"
+    points = sorted(
+        point
+        for arm, point, metric in filter(None, map(parse_summary_key, metrics))
+        if arm == "control" and metric == wanted
+    )
+    if not points:
         raise InputError(
-            f"entry {entry['id'][:12]} has no routing_window_multiplier_k{window} for its control arm",
+            f"entry {entry['id'][:12]} has no {wanted} for its control arm",
             hint=f"ledger show {entry['id'][:12]}; a routing result comes from scripts/routing_probe.py",
         )
-    return float(metrics[keys[0]]), f"ledger result {entry['id'][:12]}, {keys[0]}"
+    key = summary_key("control", points[0], wanted)
+    return float(metrics[key]), f"ledger result {entry['id'][:12]}, {key}"
