@@ -24,7 +24,6 @@ import gzip
 import hashlib
 import json
 import os
-import random
 import shutil
 import sys
 import tempfile
@@ -34,37 +33,16 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # probe_client.py, beside this script
+from probe_client import post, prompts, served_model  # noqa: E402
+
 from recipe_ledger.profile_summary import profile_metrics, summarize, trace_events  # noqa: E402
 
-WORDS = "the of and to in is that for it as with was on be by at this from or an are which".split()
 TRACE_SUFFIXES = (".json.gz", ".json")
 
 
 class NoProfiler(Exception):
     """The engine answered /start_profile with 'no such route' or refused to profile."""
-
-
-def post(url: str, payload: dict | None = None, timeout: float = 600) -> bytes:
-    data = json.dumps(payload).encode() if payload is not None else b""
-    request = urllib.request.Request(
-        url, data=data, headers={"Content-Type": "application/json"}, method="POST"
-    )
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return response.read()
-
-
-def served_model(base: str) -> str:
-    """The first model the server lists (SGLang answers for any name, vLLM does not)."""
-    try:
-        with urllib.request.urlopen(f"{base}/v1/models", timeout=30) as response:
-            return json.loads(response.read())["data"][0]["id"]
-    except (urllib.error.URLError, KeyError, IndexError, ValueError):
-        return "default"
-
-
-def prompts(n: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(24 + 8 * i)) for i in range(n)]
 
 
 def run_workload(base: str, model: str, texts: list[str], max_tokens: int) -> float:

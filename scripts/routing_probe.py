@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import time
 import urllib.error
@@ -30,34 +29,10 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # probe_client.py, beside this script
+from probe_client import post, prompts, served_model  # noqa: E402
+
 from recipe_ledger.routing import pooled_curve, routing_figures  # noqa: E402
-
-# Lab boxes often export http_proxy; a server on loopback must not be asked through it.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-WORDS = "the of and to in is that for it as with was on be by at this from or an are which".split()
-
-
-def post(url: str, payload: dict | None = None, timeout: float = 300) -> bytes:
-    data = json.dumps(payload).encode() if payload is not None else b""
-    request = urllib.request.Request(
-        url, data=data, headers={"Content-Type": "application/json"}, method="POST"
-    )
-    with _OPENER.open(request, timeout=timeout) as response:
-        return response.read()
-
-
-def served_model(base: str) -> str:
-    """The first model the server lists (SGLang answers for any name, vLLM does not)."""
-    try:
-        with _OPENER.open(f"{base}/v1/models", timeout=30) as response:
-            return json.loads(response.read())["data"][0]["id"]
-    except (urllib.error.URLError, KeyError, IndexError, ValueError):
-        return "default"
-
-
-def prompts(n: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(24 + 8 * i)) for i in range(n)]
 
 
 def newest_dump(directory: Path, after: float, wait_s: float = 60) -> Path:
