@@ -150,12 +150,6 @@ def test_repeats_are_read_only_from_a_run_folder_whose_hash_matches(tmp_path: Pa
 
 
 def test_instrument_classes_are_read_when_present() -> None:
-    assert experiments.instrument_classes({"experiment": {"instrument_class": {"bench": "loose"}}}) == [
-        ("bench", "loose")
-    ]
-    assert experiments.instrument_classes({"instrument_class": {"bench": {"class": "tight"}}}) == [
-        ("bench", "tight")
-    ]
     assert experiments.instrument_classes({}) == []
     recorded = {"conditions": {"box": "b", "instrument_class.bench.output_tps_total.p4": "loose"}}
     assert experiments.instrument_classes(recorded) == [("bench: output_tps_total at point 4", "loose")]

@@ -185,22 +185,13 @@ CLASS_PREFIX = "instrument_class."
 def instrument_classes(payload: dict[str, Any]) -> list[tuple[str, str]]:
     """[(what, "tight" | "loose")] from the calibration's classification a result carries:
     ``conditions["instrument_class.<instrument>.<metric>.p<point>"]`` (what `ledger run` records,
-    per bar and point), or an ``instrument_class`` field (one class, or instrument -> class)."""
+    per bar and point; the only place it is written: payloads forbid other fields)."""
     conditions = payload.get("conditions") or {}
-    found = [
+    return [
         (_class_subject(key[len(CLASS_PREFIX) :]), str(value))
         for key, value in sorted(conditions.items())
         if isinstance(key, str) and key.startswith(CLASS_PREFIX)
     ]
-    field = payload.get("instrument_class")
-    experiment = payload.get("experiment") or {}
-    if field is None and isinstance(experiment, dict):
-        field = experiment.get("instrument_class")
-    if isinstance(field, str):
-        found.append(("instrument", field))
-    elif isinstance(field, dict):
-        found += sorted((str(k), str(v.get("class") if isinstance(v, dict) else v)) for k, v in field.items())
-    return found
 
 
 def _class_subject(rest: str) -> str:
