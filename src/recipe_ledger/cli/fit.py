@@ -110,7 +110,6 @@ def fit(
         if routing_entry:
             window_multiplier, source = measured_window_multiplier(given_root(), routing_entry, window)
         ceilings, ceiling_notes = predict_ceilings(
-            recipe_root,
             report,
             resolved,
             batches=list(batches) or [1, 8, 32],

@@ -75,6 +75,8 @@ class FitReport:
     vram_minimum_computed_gb: float
     vram_minimum_declared_gb: float | None
     disk_gb: float
+    link_gbps: float  # the box's host-to-GPU read bandwidth: what offloaded weights cross every step
+    link_kind: str
     problems: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
 
@@ -249,6 +251,8 @@ def compute_fit(inputs: FitInputs) -> FitReport:
         vram_minimum_computed_gb=math.ceil(memory.headroom_factor * disk_gb),
         vram_minimum_declared_gb=inputs.declared_vram_minimum_gb,
         disk_gb=disk_gb,
+        link_gbps=box.link.bandwidth_gbps,
+        link_kind=box.link.kind,
         problems=problems,
         assumptions=_assumptions(
             inputs,

@@ -61,7 +61,6 @@ def fit_report_dict(report: FitReport) -> dict:
 
 
 def predict_ceilings(
-    root: RecipeRoot,
     report: FitReport,
     resolved: ResolvedCommand,
     *,
@@ -84,7 +83,6 @@ def predict_ceilings(
             f"nothing is offloaded for {resolved.loaded.ref} on {report.box_id}: no link-bound ceiling",
             hint=f"ledger fit {resolved.loaded.ref} --box {report.box_id} --offload-gb GIB --predict",
         )
-    box = load_box(root.root / "boxes", report.box_id)
     measured = {max(windows): measured_multiplier} if measured_multiplier else {}
     routing = Routing(
         memory.routing.experts_per_layer,
@@ -92,11 +90,10 @@ def predict_ceilings(
         measured,
         source=multiplier_source,
     )
-    link = box.link.bandwidth_gbps
     ceilings = [
-        decode_ceiling(report.expert_offload_gib, link, routing, batch, window)
+        decode_ceiling(report.expert_offload_gib, report.link_gbps, routing, batch, window)
         for window in windows
         for batch in batches
     ]
-    link_source = f"box profile {box.id}, {box.link.kind}"
-    return ceilings, ceiling_assumptions(routing, link, link_source, windows)
+    link_source = f"box profile {report.box_id}, {report.link_kind}"
+    return ceilings, ceiling_assumptions(routing, report.link_gbps, link_source, windows)

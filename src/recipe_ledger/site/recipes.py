@@ -276,13 +276,13 @@ def fit_rows(root: RecipeRoot, loaded: LoadedRecipe, boxes: list[Box]) -> list[d
 CEILING_WINDOWS = [1, 5]  # one token per step, and a k=5 speculative verify window
 
 
-def _ceiling_cells(root: RecipeRoot, report: FitReport, resolved: ResolvedCommand) -> dict[str, Any]:
+def _ceiling_cells(report: FitReport, resolved: ResolvedCommand) -> dict[str, Any]:
     """The decode tok/s the box's host link alone allows for the fit's expert offload, one sequence
     (`ledger fit --predict`); nothing when nothing is offloaded or the recipe has no routing."""
     memory = resolved.loaded.recipe.memory
     if memory is None or memory.routing is None or report.expert_offload_gib <= 0:
         return {}
-    ceilings, _ = predict_ceilings(root, report, resolved, batches=[1], windows=CEILING_WINDOWS)
+    ceilings, _ = predict_ceilings(report, resolved, batches=[1], windows=CEILING_WINDOWS)
     return {
         "ceilings": [
             {"window": c.window, "tok_s": c.tok_s, "gb_per_step": c.bytes_per_step / 1e9} for c in ceilings
@@ -307,7 +307,7 @@ def _fit_row(root: RecipeRoot, name: str, box: Box) -> dict[str, Any]:
     except LedgerError as error:
         return {**row, "error": error_text(error, root)}
     return {
-        **_ceiling_cells(root, report, resolved),
+        **_ceiling_cells(report, resolved),
         **row,
         "fits": report.fits,
         "context": report.context,
