@@ -241,3 +241,39 @@ def test_a_study_run_reports_typed_progress_and_records_one_result(tree, monkeyp
     kinds = [e["kind"] for e in Ledger.open(tree).entries()]
     assert kinds == ["calibration", "result"] and outcome.entry["kind"] == "result"
     assert outcome.entry["git"]["dirty"] is False and "diff_sha256" not in outcome.entry["git"]
+
+
+def test_an_instrument_refused_at_every_calibration_point_is_calibrated_as_refused_and_reused(tree):
+    """A flattered harness has no noise to measure; recorded as refused, the next run reuses that
+    instead of launching the A/A again to learn the same thing, and the power line says why."""
+    from recipe_ledger.pipeline.measure import PointRecord
+    from recipe_ledger.pipeline.power import power_lines, power_plans
+
+    ctx = stages._started(
+        tree / "experiments" / "x.yaml", tree, "box", stages.RunOptions(), None, events.ignore
+    )
+    assert runner.existing_calibrations(ctx) == ({}, False)
+    refused = [
+        PointRecord("control", r, p, "probe", "1", 0, {}, refused="flattered: the cache served 93%")
+        for r in (1, 2)
+        for p in ctx.plan.experiment.points
+    ]
+    recorded = runner.record_calibrations(ctx, refused)
+    entry = recorded[("probe", "m")]
+    assert entry["payload"]["points"] == {}
+    assert "flattered" in entry["payload"]["conditions"]["refused.p1"]
+    found, complete = runner.existing_calibrations(ctx)
+    assert complete and found[("probe", "m")]["id"] == entry["id"]
+    (line,) = power_lines(power_plans(ctx.plan, lambda i, m: found.get((i, m))))
+    assert "refused every point" in line and "no calibration" not in line
+
+
+def test_a_metric_missing_without_a_refusal_records_no_calibration(tree):
+    from recipe_ledger.pipeline.measure import PointRecord
+
+    ctx = stages._started(
+        tree / "experiments" / "x.yaml", tree, "box", stages.RunOptions(), None, events.ignore
+    )
+    records = [PointRecord("control", r, 1, "probe", "1", 0, {"other": 1.0}) for r in (1, 2)]
+    assert runner.record_calibrations(ctx, records) == {}
+    assert runner.existing_calibrations(ctx)[1] is False

@@ -86,7 +86,11 @@ def find_calibration(ledger: Ledger, key: str, max_age_days: float) -> dict | No
     return None
 
 
-def to_verdict_calibration(entry: dict) -> verdicts.Calibration:
+def to_verdict_calibration(entry: dict | None) -> verdicts.Calibration | None:
+    """The entry's noise as the verdict reads it; None without an entry, or for one that refused
+    every point (it stands for "not comparable", not for a noise level)."""
+    if entry is None or not entry["payload"].get("points"):
+        return None
     payload = entry["payload"]
     points = {
         name: verdicts.CalibrationPoint(
@@ -189,6 +193,11 @@ def record_calibrations(ctx: RunContext, records: list[PointRecord]) -> dict[tup
         # A refused point (rejected at boot, flattered) has no noise to measure: it calibrates nothing.
         by_point = {p: v for p, v in by_point.items() if len(v) >= 2}
         if not by_point:
+            refused = refused_calibration(ctx, records, instrument, bar.metric)
+            if refused is not None:
+                out[(instrument, bar.metric)] = ctx.ledger.append(
+                    "calibration", refused, writer=ctx.writer, git=ctx.git
+                )
             continue
         calibration = verdicts.calibrate(by_point, metric=bar.metric)
         payload = {
@@ -220,6 +229,34 @@ def record_calibrations(ctx: RunContext, records: list[PointRecord]) -> dict[tup
             "calibration", payload, writer=ctx.writer, git=ctx.git
         )
     return out
+
+
+def refused_calibration(
+    ctx: RunContext, records: list[PointRecord], instrument: str, metric: str
+) -> dict | None:
+    """The calibration of an instrument whose every A/A point was refused (a flattered harness, a
+    value the engine rejects at boot): recorded with no points and the reasons, so later runs find
+    it, reuse it and do not launch the A/A again to learn the same thing; None when nothing was
+    refused (the metric is simply missing: there is nothing to record)."""
+    reasons = {
+        f"refused.p{p}": "; ".join(refusals(records, ("control",), instrument, p))[:300]
+        for p in ctx.plan.experiment.points
+        if refusals(records, ("control",), instrument, p)
+    }
+    if not reasons:
+        return None
+    return {
+        "schema_version": current_version("calibration"),
+        "instrument": instrument,
+        "metric": metric,
+        "fingerprint": calibration_key(ctx.plan, instrument, metric, ctx.host),
+        "method": verdicts.METHOD,
+        "points": {},
+        "text": f"A/A calibration of {ctx.plan.experiment.name}'s control on {ctx.plan.box.id}: every "
+        f"point of {instrument} was refused, so it calibrates nothing and its bars are not comparable",
+        "origin": {"how": "measured", "source": ctx.run_id},
+        "conditions": {"box": ctx.plan.box.id, "experiment": ctx.plan.experiment.name, **reasons},
+    }
 
 
 def existing_calibrations(ctx: RunContext) -> tuple[dict[tuple[str, str], dict], bool]:
@@ -286,7 +323,7 @@ def decide_bars(
         for bar in exp.bars:
             instrument = bar_instrument(ctx.plan, bar)
             cal = cals.get((instrument, bar.metric))
-            calibration = to_verdict_calibration(cal) if cal else None
+            calibration = to_verdict_calibration(cal)
             for point in bar_points(exp.points, bar):
                 v = decide_point(records, candidate, instrument, bar, point, calibration)
                 out_v.append(v)
@@ -343,10 +380,9 @@ def instrument_classes(plan: RunPlan, cals: dict[tuple[str, str], dict]) -> dict
     out: dict[str, str] = {}
     for bar in plan.experiment.bars:
         instrument = bar_instrument(plan, bar)
-        cal = cals.get((instrument, bar.metric))
-        if not cal:
+        calibration = to_verdict_calibration(cals.get((instrument, bar.metric)))
+        if calibration is None:
             continue
-        calibration = to_verdict_calibration(cal)
         for point in bar_points(plan.experiment.points, bar):
             calibrated = calibration.for_point(point)
             if calibrated is not None:
