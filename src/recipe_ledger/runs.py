@@ -49,6 +49,7 @@ PLAN = "plan.json"
 MEASUREMENTS = "measurements.jsonl"
 CALIBRATION = "calibration.jsonl"
 SUMMARY = "summary.json"
+TIMINGS = "timings.json"  # where the wall time went, per step; not pinned by the entry
 RAW = "raw"
 HASHED_FILES = (PLAN, MEASUREMENTS, CALIBRATION, SUMMARY)  # what an entry's ``artifacts`` pins
 

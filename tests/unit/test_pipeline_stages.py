@@ -240,6 +240,11 @@ def test_a_study_run_reports_typed_progress_and_records_one_result(tree, monkeyp
     assert isinstance(seen[0], events.Planned) and seen[0].plan.experiment.name == "wiring"
     kinds = [e["kind"] for e in Ledger.open(tree).entries()]
     assert kinds == ["calibration", "result"] and outcome.entry["kind"] == "result"
+    steps = json.loads((outcome.run_dir / "timings.json").read_text())["steps"]
+    assert {"planning", "calibration lookup"} <= set(steps)
+    assert steps["client"]["n"] == 12  # 2 A/A + 4 ABBA launches x 2 points, one client call each
+    assert {"records", "verdict"} <= set(steps) and "boot" not in steps  # a study launches no server
+    assert "timings.json" not in outcome.entry["payload"]["artifacts"]  # not evidence: not pinned
     assert outcome.entry["git"]["dirty"] is False and "diff_sha256" not in outcome.entry["git"]
 
 

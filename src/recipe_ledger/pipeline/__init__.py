@@ -10,5 +10,6 @@ Modules:
   measure     one launch of one arm: warm up, every point x instrument, counters; PointRecord
   run         calibrate, measure ABBA, decide, record a ``result``; the RunContext stages share
   failures    recording_failure: stop every server, write the ``failure`` entry, raise a typed error
+  steps       StepClock: wall seconds per step of a run (runs/<id>/timings.json), not evidence
   events      typed progress events (Planned, PhaseStarted, PointMeasured, Notice) for one callback
 """

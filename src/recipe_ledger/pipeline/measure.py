@@ -26,6 +26,7 @@ from recipe_ledger.launch.spec import LaunchSpec, grantable_memlock
 from recipe_ledger.pipeline.events import Events, PointMeasured, ignore
 from recipe_ledger.pipeline.plan import ArmPlan, RunPlan
 from recipe_ledger.pipeline.preflight import remember_flagset
+from recipe_ledger.pipeline.steps import StepClock
 
 
 @dataclass
@@ -141,15 +142,18 @@ def sweep(
     events: Events = ignore,
     tag: str = "",
     points: list[int] | None = None,
+    clock: StepClock | None = None,
 ) -> list[PointRecord]:
     """Every point x instrument for one launch of one arm (``points``: default all of them)."""
+    clock = clock or StepClock()
     records = []
     if base_url and plan.experiment.server.warmup_requests:
-        warm_up(base_url, arm.served_model, plan.experiment.server.warmup_requests)
+        with clock.step("warm-up"):
+            warm_up(base_url, arm.served_model, plan.experiment.server.warmup_requests)
     for point in plan.experiment.points if points is None else points:
         for instrument in plan.experiment.instruments:
             records.append(
-                measure_one(plan, arm, instrument, point, repeat, base_url, run_dir, repo, server, tag)
+                measure_one(plan, arm, instrument, point, repeat, base_url, run_dir, repo, server, tag, clock)
             )
         events(PointMeasured(arm.name, repeat, point))
     return records
@@ -174,13 +178,16 @@ def measure_one(
     repo: Path,
     server: RunningServer | None,
     tag: str,
+    clock: StepClock,
 ) -> PointRecord:
     """One point through one instrument, between two reads of the server's counters; a point the
     instrument or the counters say is not the intended workload comes back refused, with why."""
     if server is not None:
-        # SGLang's flush raises when the cache will not empty (the point fails); vLLM's never does.
-        server.reset_prefix_cache()
-    before = server_metrics.scrape(base_url) if base_url else None
+        with clock.step("cache reset"):
+            # SGLang's flush raises when the cache will not empty (the point fails); vLLM's never does.
+            server.reset_prefix_cache()
+    with clock.step("counter scrapes"):
+        before = server_metrics.scrape(base_url) if base_url else None
     sweep_flags = plan.experiment.launch_sweep
     ctx = MeasureContext(
         arm=f"{tag}{arm.name}",
@@ -195,12 +202,14 @@ def measure_one(
         concurrency=sweep_flags.concurrency if sweep_flags else None,
     )
     try:
-        m = measure_point(plan, arm, instrument, ctx, repo)
+        with clock.step("client"):
+            m = measure_point(plan, arm, instrument, ctx, repo)
     except InvalidPoint as invalid:
         return PointRecord(
             arm.name, repeat, point, instrument.name, "", ctx.seed, {}, refused=f"invalid: {invalid}"
         )
-    after = server_metrics.scrape(base_url) if base_url else None
+    with clock.step("counter scrapes"):
+        after = server_metrics.scrape(base_url) if base_url else None
     server_side = server_metrics.point_metrics(before, after, base_url, arm.engine)
     refused = tail.flattery(instrument.options, server_side) if instrument.kind == "tail" else None
     return PointRecord(
@@ -229,17 +238,20 @@ def measure_launch(
     repo: Path,
     events: Events = ignore,
     tag: str = "",
+    clock: StepClock | None = None,
 ) -> list[PointRecord]:
     """One fresh launch of ``arm``: boot, sweep, tear down (always, also on error and Ctrl-C).
-    In a launch-flag sweep, one launch per point, each with that point's flags."""
+    In a launch-flag sweep, one launch per point, each with that point's flags. ``clock`` sums
+    the wall time of each step (boot, warm-up, client, ...) for the run's timings."""
+    clock = clock or StepClock()
     if not plan.experiment.server.needs_server:
-        return sweep(plan, arm, repeat, None, run_dir, repo, events=events, tag=tag)
+        return sweep(plan, arm, repeat, None, run_dir, repo, events=events, tag=tag, clock=clock)
     if plan.launches_per_point():
         records: list[PointRecord] = []
         for point in plan.experiment.points:
-            records += _launch_at_point(plan, arm, point, repeat, run_dir, run_id, repo, events, tag)
+            records += _launch_at_point(plan, arm, point, repeat, run_dir, run_id, repo, events, tag, clock)
         return records
-    return _launch_and_sweep(plan, arm, repeat, run_dir, run_id, repo, events, tag, None)
+    return _launch_and_sweep(plan, arm, repeat, run_dir, run_id, repo, events, tag, None, clock)
 
 
 def _launch_and_sweep(
@@ -252,12 +264,15 @@ def _launch_and_sweep(
     events: Events,
     tag: str,
     points: list[int] | None,
+    clock: StepClock,
     log_tag: str = "",
 ) -> list[PointRecord]:
     spec = launch_spec(plan, arm, repeat, run_dir, run_id, tag + log_tag)
-    with launcher_for(plan).start(spec) as server:
+    with clock.step("boot"):
+        server = launcher_for(plan).start(spec)
+    try:
         remember_flagset(arm)
-        return sweep(
+        records = sweep(
             plan,
             arm,
             repeat,
@@ -268,7 +283,16 @@ def _launch_and_sweep(
             events=events,
             tag=tag,
             points=points,
+            clock=clock,
         )
+    except BaseException:
+        # Already unwinding (an error, Ctrl-C): tear down, but let the original exception be the one
+        # the runner sees; a teardown problem on top of it is logged, not raised.
+        server.stop_quietly()
+        raise
+    with clock.step("teardown"):
+        server.stop()
+    return records
 
 
 def _launch_at_point(
@@ -281,13 +305,14 @@ def _launch_at_point(
     repo: Path,
     events: Events,
     tag: str,
+    clock: StepClock,
 ) -> list[PointRecord]:
     """One point of a launch-flag sweep. A value the engine refuses at boot (004: k=4) is a point
     of the sweep too: recorded as rejected, with the engine's own words, and the sweep goes on."""
     at_point = plan.point_arm(arm, point)
     try:
         return _launch_and_sweep(
-            plan, at_point, repeat, run_dir, run_id, repo, events, tag, [point], f"p{point}-"
+            plan, at_point, repeat, run_dir, run_id, repo, events, tag, [point], clock, f"p{point}-"
         )
     except BootFailure as failure:
         reason = f"rejected at boot: {failure.cause}: {engine_reason(failure.log_tail)}"

@@ -27,6 +27,7 @@ from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.pipeline.events import Events, Notice, PhaseStarted, print_notices
 from recipe_ledger.pipeline.measure import PointRecord, measure_launch
 from recipe_ledger.pipeline.plan import RunPlan
+from recipe_ledger.pipeline.steps import StepClock
 from recipe_ledger.provenance import comparable_host, host_fingerprint, model_revision
 from recipe_ledger.redact import redact_env
 
@@ -144,6 +145,7 @@ class RunContext:
     host: dict[str, str]
     events: Events = print_notices
     started: float = field(default_factory=time.monotonic)
+    clock: StepClock = field(default_factory=StepClock)  # where the wall time went, per step
 
 
 def bar_points(points: list[int], bar: SpecBar) -> list[int]:
@@ -175,6 +177,7 @@ def calibrate_inline(ctx: RunContext) -> tuple[list[PointRecord], int]:
             ctx.repo,
             events=ctx.events,
             tag=CALIBRATION_TAG,
+            clock=ctx.clock,
         )
     return records, repeats
 
@@ -276,7 +279,8 @@ def existing_calibrations(ctx: RunContext) -> tuple[dict[tuple[str, str], dict],
 def calibrations(ctx: RunContext) -> tuple[dict[tuple[str, str], dict], bool]:
     """Matching calibrations from the ledger, or a fresh A/A run recorded now (and said so)."""
     exp = ctx.plan.experiment
-    found, complete = existing_calibrations(ctx)
+    with ctx.clock.step("calibration lookup"):
+        found, complete = existing_calibrations(ctx)
     if complete:
         ctx.events(
             Notice(f"using calibration {', '.join(e['id'][:12] for e in found.values())} from the ledger")
@@ -289,8 +293,9 @@ def calibrations(ctx: RunContext) -> tuple[dict[tuple[str, str], dict], bool]:
         )
     )
     records, _ = calibrate_inline(ctx)
-    write_records(ctx.run_dir / runs.CALIBRATION, records)
-    return record_calibrations(ctx, records), True
+    with ctx.clock.step("records"):
+        write_records(ctx.run_dir / runs.CALIBRATION, records)
+        return record_calibrations(ctx, records), True
 
 
 def write_records(path: Path, records: list[PointRecord]) -> None:
@@ -309,8 +314,10 @@ def run_schedule(ctx: RunContext) -> list[PointRecord]:
             ctx.run_id,
             ctx.repo,
             events=ctx.events,
+            clock=ctx.clock,
         )
-        write_records(ctx.run_dir / runs.MEASUREMENTS, records)  # keep what is done if a later launch fails
+        with ctx.clock.step("records"):  # kept after each launch: a later one may fail
+            write_records(ctx.run_dir / runs.MEASUREMENTS, records)
     return records
 
 
@@ -550,6 +557,7 @@ def start_context(
     git: dict | None,
     events: Events = print_notices,
     host: dict[str, str] | None = None,
+    clock: StepClock | None = None,
 ) -> RunContext:
     run_id = new_run_id(plan.experiment.name)
     run_dir = runs.create(runs_dir, run_id)
@@ -563,4 +571,11 @@ def start_context(
         "schedule": plan.schedule,
     }
     runs.write_json(run_dir / runs.PLAN, plan_dump)
-    return RunContext(plan, ledger, writer, repo, run_id, run_dir, git, host or host_fingerprint(), events)
+    context = RunContext(plan, ledger, writer, repo, run_id, run_dir, git, host or host_fingerprint(), events)
+    context.clock = clock or context.clock
+    return context
+
+
+def write_timings(ctx: RunContext) -> None:
+    """``timings.json``: the wall seconds of each step of this run (not evidence: nothing pins it)."""
+    runs.write_json(ctx.run_dir / runs.TIMINGS, {"steps": ctx.clock.to_json()})

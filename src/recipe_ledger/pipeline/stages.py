@@ -23,6 +23,7 @@ from recipe_ledger.pipeline.failures import recording_failure, recording_setup_f
 from recipe_ledger.pipeline.plan import ReleaseLookup, RunPlan, plan_run
 from recipe_ledger.pipeline.power import power_lines, power_plans
 from recipe_ledger.pipeline.preflight import preflight
+from recipe_ledger.pipeline.steps import StepClock
 from recipe_ledger.provenance import host_fingerprint
 from recipe_ledger.recipes.catalog import RecipeRoot
 
@@ -105,8 +106,11 @@ def run_experiment(
         tracker.stage = "measurement"
         records = runner.run_schedule(ctx)
         tracker.stage = "verdict"
-        verdict_list, bars = runner.decide_bars(ctx, records, cals)
-        entry = runner.record_result(ctx, records, bars, cals, inline)
+        with ctx.clock.step("verdict"):
+            verdict_list, bars = runner.decide_bars(ctx, records, cals)
+        with ctx.clock.step("records"):
+            entry = runner.record_result(ctx, records, bars, cals, inline)
+        runner.write_timings(ctx)
     return runner.RunOutcome(
         ctx.run_id, ctx.run_dir, entry, verdict_list, bars, records, [e["id"] for e in cals.values()], inline
     )
@@ -125,8 +129,11 @@ def calibrate_experiment(
     ctx = _started(spec_path, repo, writer, options, release_lookup, events)
     with recording_failure(ctx, "calibration"):
         records, _ = runner.calibrate_inline(ctx)
-        runner.write_records(ctx.run_dir / runs.CALIBRATION, records)
-        return list(runner.record_calibrations(ctx, records).values())
+        with ctx.clock.step("records"):
+            runner.write_records(ctx.run_dir / runs.CALIBRATION, records)
+            entries = list(runner.record_calibrations(ctx, records).values())
+        runner.write_timings(ctx)
+        return entries
 
 
 def _started(
@@ -139,6 +146,20 @@ def _started(
 ) -> runner.RunContext:
     """Tree checked, experiment loaded once, planned, preflighted: the context of a run about to
     launch. The git stamp is taken here, at launch: that is the state the numbers belong to."""
+    clock = StepClock()
+    with clock.step("planning"):
+        return _prepared(spec_path, repo, writer, options, release_lookup, events, clock)
+
+
+def _prepared(
+    spec_path: Path,
+    repo: Path,
+    writer: str,
+    options: RunOptions,
+    release_lookup: ReleaseLookup | None,
+    events: Events,
+    clock: StepClock,
+) -> runner.RunContext:
     ledger = Ledger.open(repo)
     git = require_clean_tree(repo, [spec_path], allow_dirty=options.allow_dirty)
     summary = allowed_dirty_text(git)
@@ -158,4 +179,4 @@ def _started(
         )
     for notice in report.notices:
         events(Notice(f"notice: {notice}"))
-    return runner.start_context(plan, ledger, writer, repo, runs.runs_dir(repo), git, events, host)
+    return runner.start_context(plan, ledger, writer, repo, runs.runs_dir(repo), git, events, host, clock)
