@@ -1,7 +1,8 @@
 """SGLang's instruments against a real SGLang 0.5.23 serving the tiny model on this CPU.
 
 The server is started here directly (the launcher's own SGLang tests live with the launcher): one
-server for the module, flushed, measured by both clients at two points, scraped, stopped.
+server for the module, flushed, measured by both clients at two points and by the tail test (busted
+and flattered), scraped, stopped.
 Needs ``.venv-sglang`` and the tiny model: the resource ``sglang``.
 """
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from recipe_ledger.instruments import server_metrics, sglang_bench, vllm_bench
+from recipe_ledger.instruments import server_metrics, sglang_bench, tail, vllm_bench
 from recipe_ledger.instruments.base import MeasureContext
 from recipe_ledger.launch import sglang_api
 from recipe_ledger.pipeline.measure import client_env
@@ -99,3 +100,29 @@ def test_vllm_bench_serve_measures_sglang_under_the_same_names(sglang_server, tm
     assert m.metrics["completed"] == OPTIONS["num_prompts"]
     shared = {"output_tps_total", "request_rps", "ttft_ms_p50", "tpot_ms_p99", "itl_ms_p90", "e2el_ms_mean"}
     assert shared | {"failed", "duration_s", "decode_tps_per_stream"} <= set(m.metrics)
+
+
+@pytest.mark.parametrize("cache_busting", [True, False])
+def test_the_tail_test_busts_sglangs_radix_cache_and_refuses_a_shared_prefix(
+    sglang_server, tmp_path, cache_busting
+):
+    """Issue 13's tail test works for both engines: SGLang's cached-token counter says how much of
+    the prompts its radix cache served; busted prompts leave it nothing, one shared prefix is refused."""
+    resources.require("vllm", "the tail test's client is vllm bench serve")
+    options = {"requests": 6, "input_len": 256, "output_len": 8, "cache_busting": cache_busting}
+    assert sglang_api.flush_cache(sglang_server) >= 1
+    before = server_metrics.scrape(sglang_server)
+    m = tail.measure(
+        str(resources.SERVE_VLLM), options, context(tmp_path, sglang_server, 1), env=client_env()
+    )
+    counters = server_metrics.point_metrics(
+        before, server_metrics.scrape(sglang_server), sglang_server, "sglang"
+    )
+    assert m.metrics["completed"] == 6 and m.metrics["prefill_tps"] > 0
+    assert m.metrics["ttft_ms_p99"] >= m.metrics["ttft_ms_p50"] > 0
+    refused = tail.flattery(options, counters)
+    if cache_busting:
+        assert counters["prefix_cache_hit_rate"] <= tail.allowed_hit_rate(tail.parse_options(options))
+        assert refused is None
+    else:
+        assert counters["prefix_cache_hit_rate"] > 0.5 and "flattered" in (refused or "")
