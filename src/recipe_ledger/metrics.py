@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Literal
 
@@ -364,11 +364,31 @@ _FALLBACK: tuple[tuple[re.Pattern[str], str, Direction | None], ...] = (
 )
 
 
+INSTRUMENT_SEPARATOR = "/"  # MLflow accepts it in metric names; instrument names are slugs without it
+
+
+def instrument_metric(instrument: str, metric: str) -> str:
+    """``<instrument>/<metric>``: the metric as one of an experiment's several instruments measured
+    it. A replay and a random-prompt sweep both report ``output_tps_total``; one median over both
+    would be a number neither measured."""
+    return f"{instrument}{INSTRUMENT_SEPARATOR}{metric}"
+
+
+def split_instrument(name: str) -> tuple[str | None, str]:
+    """``(instrument, metric)`` of an ``<instrument>/<metric>`` name; ``(None, name)`` otherwise."""
+    instrument, separator, metric = name.partition(INSTRUMENT_SEPARATOR)
+    return (instrument, metric) if separator and instrument and metric else (None, name)
+
+
 def lookup(name: str) -> Metric:
     """The metric called ``name``; for a name the table lacks, what its name says (see the module
     docstring), marked ``known=False``. Never raises: every number can be shown."""
     if name in METRICS:
         return METRICS[name]
+    instrument, base_name = split_instrument(name)
+    if instrument is not None:  # the base metric, labelled with the instrument that measured it
+        base = lookup(base_name)
+        return replace(base, name=name, label=f"{base.label} ({instrument})")
     if name.startswith(SERVER_PREFIX) and name[len(SERVER_PREFIX) :] in METRICS:
         # The runner keeps the server's own counters apart ("server.spec_accept_len").
         base = METRICS[name[len(SERVER_PREFIX) :]]
@@ -403,11 +423,11 @@ def format_effect(effect: float | None, decimals: int = 1) -> str:
 
 
 def headline(names: Iterable[str], preferred: Iterable[str] = CHART_METRICS, fallback: int = 4) -> list[str]:
-    """Of ``names``, the preferred ones in preferred order; with none of those, the first
-    ``fallback`` names in sorted order (a study's own metrics)."""
-    present = set(names)
-    chosen = [m for m in preferred if m in present]
-    return chosen or sorted(present)[:fallback]
+    """Of ``names``, the preferred ones in preferred order (an ``<instrument>/<metric>`` name by its
+    metric); with none of those, the first ``fallback`` names in sorted order (a study's own metrics)."""
+    present = sorted(set(names))
+    chosen = [m for wanted in preferred for m in present if split_instrument(m)[1] == wanted]
+    return chosen or present[:fallback]
 
 
 _SUMMARY_KEY = re.compile(r"^(?P<arm>[^.]+)\.c(?P<point>\d+)\.(?P<metric>.+)$")

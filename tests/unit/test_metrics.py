@@ -119,6 +119,36 @@ def test_the_runner_summary_keeps_the_table_s_summary_metrics_and_the_server_cou
     assert summary == {"control.c4.output_tps_total": 100.0, "control.c4.server.spec_accept_len": 2.5}
 
 
+def test_two_instruments_of_one_experiment_never_share_a_median():
+    """tiny-replay measured output_tps_total with the replay and with the bench sweep; one median
+    over both was a number neither instrument measured."""
+    records = [
+        PointRecord(
+            "control", r, 2, instrument, "v", 0, {"output_tps_total": value}, server={"spec_accept_len": 2.0}
+        )
+        for r in (1, 2, 3)
+        for instrument, value in (("replay", 200.0 + r), ("bench", 400.0 + r))
+    ]
+    assert summary_metrics(records)["control.c2.output_tps_total"] == 302.0  # what pooling did
+    split = summary_metrics(records, per_instrument=True)
+    assert split["control.c2.replay/output_tps_total"] == 202.0
+    assert split["control.c2.bench/output_tps_total"] == 402.0
+    assert split["control.c2.bench/server.spec_accept_len"] == 2.0
+    assert "control.c2.output_tps_total" not in split
+
+
+def test_an_instrument_s_metric_keeps_the_base_metric_s_unit_direction_and_headline_place():
+    metric = metrics.lookup("replay/ttft_ms_p50")
+    assert (metric.unit, metric.direction, metric.known) == ("ms", "lower", True)
+    assert metric.label == f"{metrics.lookup('ttft_ms_p50').label} (replay)"
+    assert metrics.lookup("bench/server.spec_accept_len").unit == metrics.unit("spec_accept_len")
+    assert metrics.split_instrument("replay/output_tps_total") == ("replay", "output_tps_total")
+    assert metrics.split_instrument("output_tps_total") == (None, "output_tps_total")
+    assert metrics.split_instrument("/x") == (None, "/x")
+    chosen = metrics.headline(["replay/output_tps_total", "bench/output_tps_total", "replay/zzz"])
+    assert chosen == ["bench/output_tps_total", "replay/output_tps_total"]
+
+
 def test_reproduce_takes_a_metric_s_direction_from_the_table():
     assert reproduce._direction("ttft_ms_p50") == "lower"
     assert reproduce._direction("output_tps_total") == "higher"

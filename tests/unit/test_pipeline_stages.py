@@ -282,3 +282,30 @@ def test_a_metric_missing_without_a_refusal_records_no_calibration(tree):
     records = [PointRecord("control", r, 1, "probe", "1", 0, {"other": 1.0}) for r in (1, 2)]
     assert runner.record_calibrations(ctx, records) == {}
     assert runner.existing_calibrations(ctx)[1] is False
+
+
+def test_an_experiment_of_two_instruments_names_each_metric_with_its_instrument(tree, monkeypatch):
+    monkeypatch.chdir(tree)
+    for name, value in (("probe", 100.0), ("other", 300.0)):  # output_tps_total: one the summary keeps
+        numbers = {"m": value, "output_tps_total": value}
+        (tree / "scripts" / f"{name}.py").write_text(f"import json\nprint(json.dumps({numbers!r}))\n")
+    spec = study_spec()
+    spec["instruments"].append(
+        {"name": "other", "kind": "command", "command": [sys.executable, "scripts/other.py"]}
+    )
+    spec["bars"].append(
+        {"metric": "m", "instrument": "other", "point": 1, "direction": "higher", "min_effect": 0.1}
+    )
+    (tree / "experiments" / "x.yaml").write_text(json.dumps(spec))
+    git(tree, "add", "-A")
+    git(tree, "commit", "-qm", "two probes")
+    outcome = stages.run_experiment(tree / "experiments" / "x.yaml", tree, writer="box", events=events.ignore)
+    medians = outcome.entry["payload"]["metrics"]
+    assert medians["control.c1.probe/output_tps_total"] == 100.0
+    assert medians["b.c2.other/output_tps_total"] == 300.0
+    assert not any(key.endswith(".output_tps_total") for key in medians)  # no median pools the two
+    assert [bar.metric for bar in outcome.bars] == ["probe/m", "other/m"]
+    assert (
+        "b probe/m@1" in outcome.entry["payload"]["text"]
+        and "b other/m@1" in outcome.entry["payload"]["text"]
+    )

@@ -337,7 +337,7 @@ def decide_bars(
                 out_b.append(
                     BarVerdict(
                         candidate=candidate,
-                        metric=bar.metric,
+                        metric=bar_metric_name(ctx.plan, bar),
                         point=point,
                         direction=bar.direction,
                         min_effect=bar.min_effect,
@@ -407,6 +407,18 @@ def refused_points(records: list[PointRecord]) -> dict[str, str]:
     }
 
 
+def several_instruments(plan: RunPlan) -> bool:
+    """Whether metric names carry their instrument (``<instrument>/<metric>``) in the record."""
+    return len(plan.experiment.instruments) > 1
+
+
+def bar_metric_name(plan: RunPlan, bar: SpecBar) -> str:
+    """The bar's metric as the record names it: with its instrument when there are several."""
+    if several_instruments(plan):
+        return metric_table.instrument_metric(bar_instrument(plan, bar), bar.metric)
+    return bar.metric
+
+
 def workload_instrument_names(plan: RunPlan) -> frozenset[str]:
     return frozenset(i.name for i in plan.experiment.instruments if i.kind in ("tail", "aiperf_replay"))
 
@@ -423,10 +435,14 @@ WORKLOAD_SUMMARY_METRICS = (
 
 
 def summary_metrics(
-    records: list[PointRecord], workload_instruments: frozenset[str] = frozenset()
+    records: list[PointRecord],
+    workload_instruments: frozenset[str] = frozenset(),
+    per_instrument: bool = False,
 ) -> dict[str, float]:
     """Medians per arm, point and metric: ``<arm>.c<point>.<metric>`` (small, table-friendly); the
-    tail test's and the replay's own numbers too for ``workload_instruments`` (their names)."""
+    tail test's and the replay's own numbers too for ``workload_instruments`` (their names). With
+    ``per_instrument`` (an experiment of several instruments) each metric is named with its
+    instrument, ``<instrument>/<metric>``: two instruments' numbers never share one median."""
     groups: dict[str, list[float]] = {}
     for r in records:
         if r.refused:
@@ -437,7 +453,8 @@ def summary_metrics(
         kept = {m: r.metrics[m] for m in wanted if m in r.metrics}
         kept.update({metric_table.SERVER_PREFIX + m: v for m, v in r.server.items()})
         for metric, value in kept.items():
-            groups.setdefault(metric_table.summary_key(r.arm, r.point, metric), []).append(value)
+            name = metric_table.instrument_metric(r.instrument, metric) if per_instrument else metric
+            groups.setdefault(metric_table.summary_key(r.arm, r.point, name), []).append(value)
     return {k: round(statistics.median(v), 6) for k, v in sorted(groups.items())}
 
 
@@ -513,7 +530,9 @@ def record_result(
         "schema_version": current_version("result"),
         "subject": ctx.plan.experiment.name,
         "text": headline(bars),
-        "metrics": summary_metrics(records, workload_instrument_names(ctx.plan)),
+        "metrics": summary_metrics(
+            records, workload_instrument_names(ctx.plan), per_instrument=several_instruments(ctx.plan)
+        ),
         "verdict": _overall(bars),
         "conditions": {
             "box": ctx.plan.box.id,
