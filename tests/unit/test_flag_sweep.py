@@ -66,6 +66,12 @@ class FakeServer:
     def reset_prefix_cache(self):
         return True
 
+    def stop(self):
+        pass
+
+    def stop_quietly(self):
+        pass
+
 
 class FakeLauncher:
     """Boots every argv except one whose --max-num-seqs is 0, which it refuses as vLLM does."""
