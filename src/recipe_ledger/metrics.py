@@ -349,6 +349,7 @@ CHART_METRICS: tuple[str, ...] = (
     "decode_tps_per_stream",
     "ttft_ms_p50",
     "tpot_ms_p50",
+    "server.spec_accept_len",  # a speculative-decoding sweep's acceptance length, per point
 )
 
 SERVER_PREFIX = "server."

@@ -129,3 +129,30 @@ def test_an_experiment_with_a_sweep_without_its_placeholder_is_refused_at_load(t
 
     with pytest.raises(InputError, match=r"\{point\}"):
         load_experiment(path)
+
+
+SPEC_SWEEP = REPO / "experiments" / "examples" / "tiny-spec-sweep.yaml"
+
+
+def test_a_sweep_on_named_arms_leaves_the_control_as_it_is_at_every_point():
+    """004's k sweep: each k of the candidate against a control without speculation."""
+    plan = plan_experiment(SPEC_SWEEP, REPO)
+    control, ngram = plan.arms["control"], plan.arms["ngram"]
+    for point in plan.experiment.points:
+        assert plan.point_arm(control, point).argv == control.argv
+        assert "--speculative-config" not in plan.point_arm(control, point).argv
+        at_point = plan.point_arm(ngram, point).argv
+        assert at_point.count("--speculative-config") == 1
+        config = at_point[at_point.index("--speculative-config") + 1]
+        assert f'"num_speculative_tokens": {point},' in config
+
+
+def test_a_sweep_naming_an_arm_the_experiment_lacks_is_refused_at_load(tmp_path):
+    from recipe_ledger.experiment.spec import load_experiment
+
+    spec = yaml.safe_load(SPEC_SWEEP.read_text())
+    spec["launch_sweep"]["arms"] = ["ngarm"]
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(InputError, match=r"launch_sweep.arms names \['ngarm'\]"):
+        load_experiment(path)

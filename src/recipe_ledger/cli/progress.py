@@ -60,6 +60,13 @@ def print_plan(plan: RunPlan, print_line: Callable[[str], object]) -> None:
         echo(f"    {detail}")
     echo(f"  schedule (ABBA, a fresh launch each): {', '.join(f'{a}#{r}' for a, r in plan.schedule)}")
     echo(f"  points {plan.experiment.points}, instruments {[i.name for i in plan.experiment.instruments]}")
+    sweep = plan.experiment.launch_sweep
+    if sweep is not None:  # the points are values of a launch flag: say which, and on which arms
+        swept = [name for name in plan.arms if sweep.applies_to(name)]
+        echo(
+            f"  launch sweep: each point relaunches {', '.join(swept)} with {' '.join(sweep.args)} "
+            f"({{point}} = the point), the client at concurrency {sweep.concurrency}"
+        )
 
 
 class ProgressListener:

@@ -181,6 +181,15 @@ class LaunchSweep(_Closed):
     concurrency: int = Field(
         default=1, ge=1, le=100_000, description="The client's concurrency at every point."
     )
+    arms: list[Slug] | None = Field(
+        default=None,
+        max_length=MAX_ITEMS,
+        description="The arms the flags apply to (default: every arm). The others launch as they "
+        "are at every point: 004's k sweep measures each k against a control without speculation.",
+    )
+
+    def applies_to(self, arm: str) -> bool:
+        return self.arms is None or arm in self.arms
 
     @model_validator(mode="after")
     def _names_the_point(self) -> LaunchSweep:
@@ -317,6 +326,12 @@ class Experiment(_Closed):
                 raise ValueError(f"bar names instrument {bar.instrument!r}, not one of {sorted(instruments)}")
             if bar.point != "all" and bar.point not in self.points:
                 raise ValueError(f"bar point {bar.point} is not one of the points {self.points}")
+        swept = set(self.launch_sweep.arms or ()) if self.launch_sweep else set()
+        if swept - set(self.arm_names):
+            raise ValueError(
+                f"launch_sweep.arms names {sorted(swept - set(self.arm_names))}, not arms of this "
+                f"experiment ({self.arm_names})"
+            )
         return self
 
     @model_validator(mode="after")

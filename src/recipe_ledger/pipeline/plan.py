@@ -65,9 +65,10 @@ class RunPlan:
 
     def point_arm(self, arm: ArmPlan, point: int) -> ArmPlan:
         """``arm`` as launched at ``point`` of a launch-flag sweep: its argv with the sweep's flags
-        for that value (replacing an earlier occurrence: last wins, as the engine reads it)."""
+        for that value (replacing an earlier occurrence: last wins, as the engine reads it); an
+        arm the sweep does not apply to launches as it is."""
         sweep = self.experiment.launch_sweep
-        if sweep is None:
+        if sweep is None or not sweep.applies_to(arm.name):
             return arm
         argv = LaunchCommand.parse(arm.argv).replacing(sweep.args_for(point)).render()
         return replace(arm, argv=argv)
