@@ -4,8 +4,8 @@ import sys
 
 import pytest
 
-from recipe_ledger.instruments import command, server_metrics, vllm_bench
-from recipe_ledger.instruments.base import InstrumentError, MeasureContext, last_json_object
+from recipe_ledger.instruments import command, server_metrics, tail, vllm_bench
+from recipe_ledger.instruments.base import InstrumentError, MeasureContext, last_json_object, option_flags
 
 BENCH_RESULT = {
     "completed": 32,
@@ -164,3 +164,24 @@ def test_outside_a_virtual_environment_the_client_is_asked_for_its_version(tmp_p
     vllm_bench.client_version.cache_clear()
     assert vllm_bench.installed_version(client) is None
     assert vllm_bench.client_version(str(client)) == "vllm 1.2.3"
+
+
+def test_a_zero_option_is_a_value_not_an_absent_flag(tmp_path):
+    """`temperature: 0` (greedy, what the tail test asks) once vanished: 0 == False in Python.
+    sglang.bench_serving's flags go through the same option_flags."""
+    argv = vllm_bench.build_argv(
+        "vllm", {"temperature": 0, "ignore_eos": True, "x": False}, ctx(tmp_path), tmp_path / "r.json"
+    )
+    assert argv[argv.index("--temperature") + 1] == "0" and "--ignore-eos" in argv and "--x" not in argv
+    tail_argv = vllm_bench.build_argv(
+        "vllm", tail.bench_options(tail.parse_options({})), ctx(tmp_path), tmp_path / "t.json"
+    )
+    assert tail_argv[tail_argv.index("--temperature") + 1] == "0"
+    assert tail_argv[tail_argv.index("--random-range-ratio") + 1] == "0.0"
+    assert option_flags({"temperature": 0, "seed": 0.0, "on": True, "off": False, "none": None}) == [
+        "--temperature",
+        "0",
+        "--seed",
+        "0.0",
+        "--on",
+    ]

@@ -309,3 +309,40 @@ def test_an_experiment_of_two_instruments_names_each_metric_with_its_instrument(
         "b probe/m@1" in outcome.entry["payload"]["text"]
         and "b other/m@1" in outcome.entry["payload"]["text"]
     )
+
+
+def test_sigterm_takes_the_ctrl_c_path_a_failure_entry_and_exit_130(tree):
+    """A CI timeout or `kill` sends SIGTERM: the run stops its work, records why, exits 130; the
+    default handler would end the process at once with no entry (and leave a server behind)."""
+    import os
+    import signal
+    import time
+
+    started = tree / "probe-started"
+    (tree / "scripts" / "probe.py").write_text(
+        f"import pathlib, time\npathlib.Path({str(started)!r}).write_text('1')\ntime.sleep(120)\n"
+    )
+    git(tree, "commit", "-qam", "a slow probe")
+    env = {**os.environ, "RECIPE_LEDGER_WRITER": "box"}
+    argv = [
+        sys.executable,
+        "-m",
+        "recipe_ledger.cli",
+        "run",
+        "experiments/x.yaml",
+        "--root",
+        str(tree),
+        "--no-mlflow",
+    ]
+    run = subprocess.Popen(
+        argv, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    deadline = time.monotonic() + 60
+    while not started.exists():
+        assert run.poll() is None and time.monotonic() < deadline, run.stdout.read() if run.stdout else ""
+        time.sleep(0.05)
+    run.send_signal(signal.SIGTERM)
+    output, _ = run.communicate(timeout=60)
+    assert run.returncode == 130, output
+    (entry,) = [e for e in Ledger.open(tree).entries() if e["kind"] == "failure"]
+    assert entry["payload"]["subject"] == "wiring" and "interrupt" in entry["payload"]["cause"].lower()

@@ -15,9 +15,12 @@ Each module is named after its command (``cli/log.py`` is ``ledger log``, ``cli/
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
+import signal
 import sys
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import click
@@ -156,7 +159,8 @@ class LedgerGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with _terminate_as_interrupt():
+                return super().invoke(ctx)
         except LedgerError as error:
             from recipe_ledger.redact import redact_text  # terminals and CI logs are published too
 
@@ -173,6 +177,26 @@ class LedgerGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             ctx.exit(130)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI timeout, a scheduler, `kill`) takes the Ctrl-C path: every server stopped, a
+    failure entry written, exit 130. Python's default would end the process at once, and a server
+    started in its own session would outlive it with no entry saying why the run stopped."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    except ValueError:  # not the main thread (an embedding caller): leave its signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @click.group(cls=LedgerGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -17,7 +17,7 @@ Every `ledger` command, its arguments and options, as `--help` prints them. Gene
 commands by `./dev docs` (tests/unit/test_docs.py fails when it is out of date). Exit codes are the
 same everywhere: 0 done, 1 a finding (lint warnings with `--strict`, a failed verify, a reproduction
 that did not confirm), 2 bad input, 3 the machine or the tree is not ready, 5 a run failed (a
-`failure` entry was written), 130 interrupted.
+`failure` entry was written), 130 interrupted (Ctrl-C or SIGTERM).
 
 Output for people fits the terminal (`$COLUMNS` when set; 200 columns when piped): ids, digests,
 recipe names, versions and image references are never cut. Free text (summaries, titles,

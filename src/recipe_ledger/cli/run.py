@@ -7,7 +7,7 @@ Exit codes of `ledger run`:
      file that feeds the measurement (the experiment, recipes/, scripts/, the tool) differs from
      the commit and --allow-dirty was not given
   5  the run failed (a server did not boot, died, or a client failed): a failure entry was written
-  130 interrupted with Ctrl-C: servers stopped, a failure entry was written
+  130 interrupted with Ctrl-C or SIGTERM: servers stopped, a failure entry was written
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def run_cmd(
     """Run EXPERIMENT on this box: launch, measure against the control (ABBA), decide, record.
 
     Exit codes: 0 completed (result entry written), 2 bad input, 3 machine not ready or a dirty
-    tree, 5 run failed (failure entry written), 130 interrupted (failure entry written).
+    tree, 5 run failed (failure entry written), 130 interrupted by Ctrl-C or SIGTERM (failure entry written).
     """
     repo = root.resolve()
     if plan_only:

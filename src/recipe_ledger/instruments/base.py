@@ -73,6 +73,20 @@ class Measurement:
     facts: dict[str, str] = field(default_factory=dict)
 
 
+def option_flags(options: dict[str, object]) -> list[str]:
+    """A client's options as --flags: ``key_name: value`` -> ``--key-name value``, True a bare switch,
+    False and None left out. A zero is a value (``temperature: 0`` is greedy): ``0 in (False, None)``
+    is true in Python, which once dropped it and left the server's default sampling in place."""
+    argv: list[str] = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif value is not False and value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:

@@ -30,6 +30,7 @@ from recipe_ledger.instruments.base import (
     InstrumentError,
     MeasureContext,
     Measurement,
+    option_flags,
     run_client,
     sha256_file,
     sha256_json,
@@ -92,17 +93,6 @@ def backend_for(engine: str, options: dict[str, Any]) -> str:
         ) from None
 
 
-def _flags(options: dict[str, Any]) -> list[str]:
-    argv: list[str] = []
-    for key, value in options.items():
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            argv.append(flag)
-        elif value not in (False, None):
-            argv += [flag, str(value)]
-    return argv
-
-
 def build_argv(
     python_bin: str, options: dict[str, Any], ctx: MeasureContext, result_file: Path, engine: str = "sglang"
 ) -> list[str]:
@@ -117,7 +107,7 @@ def build_argv(
         argv += ["--served-model-name", ctx.model_name]
     if ctx.tokenizer:
         argv += ["--tokenizer", ctx.tokenizer]
-    argv += _flags(merged)
+    argv += option_flags(merged)
     return argv + [
         "--max-concurrency",
         str(ctx.client_concurrency),

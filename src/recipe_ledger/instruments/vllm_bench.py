@@ -19,6 +19,7 @@ from recipe_ledger.instruments.base import (
     InstrumentError,
     MeasureContext,
     Measurement,
+    option_flags,
     run_client,
     sha256_file,
     venv_distribution_version,
@@ -58,23 +59,21 @@ def build_argv(vllm_bin: str, options: dict[str, Any], ctx: MeasureContext, resu
         argv += ["--model", ctx.model_name]
     if ctx.tokenizer:
         argv += ["--tokenizer", ctx.tokenizer]
-    for key, value in merged.items():
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            argv.append(flag)
-        elif value not in (False, None):
-            argv += [flag, str(value)]
-    return argv + [
-        "--max-concurrency",
-        str(ctx.client_concurrency),
-        "--seed",
-        str(ctx.seed),
-        "--save-result",
-        "--result-dir",
-        str(result_file.parent),
-        "--result-filename",
-        result_file.name,
-    ]
+    return (
+        argv
+        + option_flags(merged)
+        + [
+            "--max-concurrency",
+            str(ctx.client_concurrency),
+            "--seed",
+            str(ctx.seed),
+            "--save-result",
+            "--result-dir",
+            str(result_file.parent),
+            "--result-filename",
+            result_file.name,
+        ]
+    )
 
 
 def normalize(raw: dict[str, Any]) -> dict[str, float]:
