@@ -87,8 +87,12 @@ _SHELL_PATHS = frozenset({"pwd", "oldpwd"})
 # --use-server-token-count, max_token_len, eos_token_id, session_id (a conversation in AIPerf's traces
 # and SGLang, not a login). Its value is a number, a switch or a name, never a credential; a login's
 # session still hides under SESSION, SESSION_TOKEN, SESSION_KEY, SESSION_COOKIE.
+# An exception's class (KeyError, TokenizerError, AuthError) names a message, not a credential:
+# "KeyError: 'tail'" once printed as "KeyError: '[REDACTED]'", hiding the one word that said what
+# broke. The message is still scanned for token shapes and for its own secret-named pairs.
 _PLAIN_LAST_WORDS = frozenset(
     {"count", "counts", "len", "length", "size", "limit", "threshold", "budget", "id", "ids"}
+    | {"error", "exception", "warning"}
 )
 # Long compound words that hold a secret word without a separator (HFTOKEN, MYAPIKEY, DBPASSWORD).
 _GLUED = re.compile(r"(?:token|secret|passw(?:or)?d|apikey|credentials?)$", re.IGNORECASE)
@@ -313,6 +317,10 @@ def _pair(match: re.Match[str], *, extra: frozenset[str]) -> str:
     if sep.strip() == ":" and bare_key.lower() in _PROSE_WORDS and _PROSE_VALUE.fullmatch(value):
         return match.group(0)  # "key: the" is a sentence; a credential is not a plain word
     if not is_secret_name(bare_key, inner, extra=extra):
+        if "=" in value or ":" in value:
+            # The value may hold a pair of its own ("failed: HF_TOKEN=hf_..."): the match consumed
+            # it, so the scan would never reach it.
+            return key + sep + _PAIR_RE.sub(partial(_pair, extra=extra), value)
         return match.group(0)
     quote = value[0] if value[:1] in ("'", '"') and value[-1:] == value[:1] and len(value) > 1 else ""
     return f"{key}{sep}{quote}{MARK}{quote}"

@@ -268,3 +268,24 @@ def test_records_from_before_engines_load_unchanged_and_new_ones_carry_engine_an
         record | {"arms": {"control": old | {"engine": "vllm"}}, "clients": {"output_tps_total@4": "x"}}
     )
     assert new.arms["control"].engine == "vllm" and new.clients == {"output_tps_total@4": "x"}
+
+
+def test_every_instrument_kind_names_its_client():
+    """A cross-engine tail test ended in KeyError: 'tail' at the verdict, after every launch."""
+    import typing
+
+    from recipe_ledger.experiment import engines
+    from recipe_ledger.experiment.spec import Instrument
+
+    kinds = typing.get_args(Instrument.model_fields["kind"].annotation)
+    assert set(kinds) == set(engines.CLIENTS)
+
+
+def test_the_cross_engine_tail_example_says_which_client_measured_each_bar():
+    from recipe_ledger.experiment import engines
+    from recipe_ledger.experiment.spec import load_experiment
+
+    experiment = load_experiment(REPO / "experiments" / "examples" / "tiny-tail-engines.yaml")
+    clients = engines.clients_by_bar(experiment, {"tail": "vllm 0.32.0+cpu"})  # as the record has it
+    assert set(clients.values()) >= {"vllm bench serve vllm 0.32.0+cpu (instrument tail)"}
+    assert any("(instrument tail-flattered)" in c for c in clients.values())

@@ -127,6 +127,20 @@ def test_argv_lists_and_env_mappings_hide_every_value_that_looks_secret():
 @pytest.mark.parametrize(
     "text",
     [
+        "error: HF_TOKEN=hf_not_the_shape",
+        "run failed: OPENAI_API_KEY=abc123 while booting",
+        "AuthError: password=hunter2",
+    ],
+)
+def test_a_pair_inside_another_pair_s_value_is_still_judged(text):
+    """The outer match ("error: ...") consumed the inner pair: once it was never scanned."""
+    out = redact_text(text, environ={})
+    assert MARK in out and not any(s in out for s in ("hf_not_the_shape", "abc123", "hunter2"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
         "SGLANG_DSV4_ADAPTIVE_PREFILL_TOKEN_PRODUCT=738197504",
         "TOKENIZERS_PARALLELISM=false",
         "PWD=/home/alice/work",
@@ -141,6 +155,8 @@ def test_argv_lists_and_env_mappings_hide_every_value_that_looks_secret():
         '{"session_id":"s1002-000000","input_length":160,"output_length":24,"hash_ids":[1,2]}',  # AIPerf
         '{"bos_token_id": "0", "eos_token_id": 2, "pad_token_id": "<|endoftext|>"}',  # a model config
         "3. Use server token counts: --use-server-token-count (disables client tokenization)",
+        "error: KeyError: 'tail' (a run's failure cause: the word that says what broke)",
+        "TokenizerError: no tokenizer.json in /m",
     ],
 )
 def test_what_is_not_a_secret_stays_readable(text):

@@ -32,6 +32,8 @@ CLIENTS: Mapping[str, str] = {
     "vllm_bench_serve": "vllm bench serve",
     "sglang_bench_serving": "sglang.bench_serving",
     "command": "command",
+    "tail": "vllm bench serve",  # sequential, through the OpenAI completions backend: either engine
+    "aiperf_replay": "aiperf",
 }
 
 # The backend each client uses when options name none (vllm_bench's DEFAULT_OPTIONS; sglang's own).
