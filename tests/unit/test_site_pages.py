@@ -302,3 +302,17 @@ def test_profiler_traces_of_a_pinned_run_folder_are_linked(tmp_path):
     assert (
         experiments_mod.trace_files(tmp_path, {"run_id": "run-1"}, {"measurements.jsonl": "sha256:00"}) == []
     )
+
+
+def test_a_launch_flag_sweep_is_plotted_against_its_flag_not_against_concurrency():
+    from recipe_ledger.site import experiments as experiments_page
+    from recipe_ledger.site.build import experiment_charts
+
+    sweep = {"launch_sweep": {"args": ["--speculative-config", '{"num_speculative_tokens": {point}}']}}
+    meaning = experiments_page.point_meaning(sweep)
+    assert meaning.startswith("the launch value {point} in --speculative-config")
+    assert experiments_page.point_meaning({"points": [1, 4]}) == "concurrency"
+    assert experiments_page.point_meaning(None) == "concurrency"
+    chart = experiment_charts([], {"m": {"control": [(1.0, 2.0), (2.0, 3.0)]}}, ["m"], "control", {}, meaning)
+    (svg,) = chart
+    assert "m against the launch value" in svg and "launch value" in svg and "concurrency" not in svg

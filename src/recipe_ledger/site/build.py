@@ -774,10 +774,16 @@ def experiment_pages(index: LedgerIndex, project: Path) -> list[tuple[str, dict[
 
 
 def experiment_charts(
-    bars: list[dict[str, Any]], sweeps: dict, chosen: list[str], control: str | None, repeats: dict
+    bars: list[dict[str, Any]],
+    sweeps: dict,
+    chosen: list[str],
+    control: str | None,
+    repeats: dict,
+    point_axis: str = "concurrency",
 ) -> list[str]:
     """The bar metrics first (each arm's median and repeats at the bar's point), then the verdict
-    effects, then the sweeps against concurrency; every axis names its unit."""
+    effects, then the sweeps against their points (``point_axis``: what they are, concurrency or a
+    launch flag's value); every axis names its unit."""
     places = dict.fromkeys((str(b["metric"]), str(b["point"])) for b in bars)
     charts = [_bar_metric_chart(m, pt, bars, control, repeats.get((m, pt), {})) for m, pt in places]
     skew = _skew_values(sweeps)
@@ -818,7 +824,8 @@ def experiment_charts(
         charts.append(
             plots.sweep_chart(
                 sweeps[metric],
-                title=f"{metric} against concurrency (line: median; hollow dots: repeats)",
+                title=f"{metric} against {point_axis} (line: median; hollow dots: repeats)",
+                x_label="concurrency (streams)" if point_axis == "concurrency" else "launch value",
                 y_label=plots.axis_label(metric, short=True),
                 samples=samples,
             )
@@ -865,9 +872,10 @@ def _experiment_data(
     chosen = metric_table.headline(sweeps)
     control = experiments_mod.control_arm(experiment)
     arms = experiment.get("arms") or {}
-    params, params_note = experiments_mod.spec_params(project, experiment)
+    spec, params_note = experiments_mod.spec_data(project, experiment)
+    params = experiments_mod.spec_params(spec)
     repeats = experiments_mod.repeat_values(project, experiment, p.get("artifacts") or {})
-    charts = experiment_charts(bars, sweeps, chosen, control, repeats)
+    charts = experiment_charts(bars, sweeps, chosen, control, repeats, experiments_mod.point_meaning(spec))
     calibration = experiment.get("calibration")
     data = {
         "entry": entry_ref(index, entry["id"], root),

@@ -2,7 +2,7 @@
 differs between the arms, each repeat's value (from the run folder, when its hash matches the
 ledger), the instrument's tight/loose class, and reproductions in words.
 
-Pure functions over plain dicts, except ``repeat_values`` and ``spec_params``, which read a file
+Pure functions over plain dicts, except ``repeat_values`` and ``spec_data``, which read a file
 only after checking its content hash against the one the ledger entry recorded: a file that has
 changed since is ignored, never shown as if it were the measured one.
 """
@@ -103,19 +103,32 @@ def sha256_matches(path: Path, recorded: str | None) -> bool:
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest() == recorded
 
 
-def spec_params(project: Path, experiment: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], str]:
-    """(arm -> parameters from the experiment file, a note): read only when the file's hash is the
-    one recorded; otherwise no parameters and a note saying why."""
+def spec_data(project: Path, experiment: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """(the experiment file as it was run, a note): read only when the file's hash is the one
+    recorded; otherwise None and a note saying why."""
     spec = experiment.get("spec")
     path = project / str(spec or "")
     if not spec or not path.is_file():
-        return {}, "the experiment file is not in this repository"
+        return None, "the experiment file is not in this repository"
     if not sha256_matches(path, experiment.get("spec_sha256")):
-        return {}, f"{spec} has changed since the run (its hash differs): parameters not shown"
+        return None, f"{spec} has changed since the run (its hash differs): parameters not shown"
     try:
         data = parse_yaml_text(path.read_text(encoding="utf-8"), str(spec))
     except LedgerError:
-        return {}, f"{spec} does not parse"
+        return None, f"{spec} does not parse"
+    return (data if isinstance(data, dict) else {}), ""
+
+
+def point_meaning(data: dict[str, Any] | None) -> str:
+    """What the sweep's points are: concurrency levels, or the values of a launch flag."""
+    sweep = (data or {}).get("launch_sweep")
+    if isinstance(sweep, dict) and isinstance(sweep.get("args"), list):
+        return "the launch value {point} in " + " ".join(str(a) for a in sweep["args"])
+    return "concurrency"
+
+
+def spec_params(data: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """arm -> parameters from the experiment file (``spec_data``'s)."""
     params: dict[str, dict[str, Any]] = {}
     control = (data or {}).get("control") or {}
     if isinstance(control, dict):
@@ -123,7 +136,7 @@ def spec_params(project: Path, experiment: dict[str, Any]) -> tuple[dict[str, di
     for name, candidate in ((data or {}).get("candidates") or {}).items():
         if isinstance(candidate, dict):
             params[str(name)] = dict(candidate.get("params") or {})
-    return params, ""
+    return params
 
 
 def _measurement_files(project: Path, experiment: dict[str, Any], artifacts: dict[str, str]) -> list[Path]:
