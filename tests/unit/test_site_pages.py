@@ -309,10 +309,10 @@ def test_a_launch_flag_sweep_is_plotted_against_its_flag_not_against_concurrency
     from recipe_ledger.site.build import experiment_charts
 
     sweep = {"launch_sweep": {"args": ["--speculative-config", '{"num_speculative_tokens": {point}}']}}
-    meaning = experiments_page.point_meaning(sweep)
-    assert meaning.startswith("the launch value {point} in --speculative-config")
-    assert experiments_page.point_meaning({"points": [1, 4]}) == "concurrency"
-    assert experiments_page.point_meaning(None) == "concurrency"
-    chart = experiment_charts([], {"m": {"control": [(1.0, 2.0), (2.0, 3.0)]}}, ["m"], "control", {}, meaning)
+    axis = experiments_page.point_axis(sweep)
+    assert axis.meaning.startswith("the launch value {point} in --speculative-config")
+    assert experiments_page.point_axis({"points": [1, 4]}) == experiments_page.CONCURRENCY
+    assert experiments_page.point_axis(None).label == "concurrency (streams)"
+    chart = experiment_charts([], {"m": {"control": [(1.0, 2.0), (2.0, 3.0)]}}, ["m"], "control", {}, axis)
     (svg,) = chart
     assert "m against the launch value" in svg and "launch value" in svg and "concurrency" not in svg

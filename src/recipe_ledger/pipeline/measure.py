@@ -270,7 +270,7 @@ def _launch_and_sweep(
     spec = launch_spec(plan, arm, repeat, run_dir, run_id, tag + log_tag)
     with clock.step("boot"):
         server = launcher_for(plan).start(spec)
-    try:
+    with server:  # on an error or Ctrl-C its exit tears the server down
         remember_flagset(arm)
         records = sweep(
             plan,
@@ -285,13 +285,8 @@ def _launch_and_sweep(
             points=points,
             clock=clock,
         )
-    except BaseException:
-        # Already unwinding (an error, Ctrl-C): tear down, but let the original exception be the one
-        # the runner sees; a teardown problem on top of it is logged, not raised.
-        server.stop_quietly()
-        raise
-    with clock.step("teardown"):
-        server.stop()
+        with clock.step("teardown"):
+            server.stop()  # idempotent: the exit then has nothing left to stop
     return records
 
 

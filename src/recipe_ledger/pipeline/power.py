@@ -8,7 +8,6 @@ cannot reach is then known before the machine time is spent, not after.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 from recipe_ledger import verdict as verdicts
@@ -27,16 +26,20 @@ def power_plans(plan: RunPlan, calibration_of: CalibrationLookup) -> list[verdic
         entry = calibration_of(bar_instrument(plan, bar), bar.metric)
         calibration = to_verdict_calibration(entry)
         for point in bar_points(experiment.points, bar):
-            noise = calibration.for_point(point) if calibration else None
-            planned = verdicts.plan_power(noise, verdict_bar(bar, point), experiment.repeats)
             refused = entry["payload"].get("conditions", {}).get(f"refused.p{point}") if entry else None
             if entry and refused:  # calibrated as refused: "no calibration" would send one to calibrate again
-                planned = dataclasses.replace(
-                    planned,
-                    reason=f"{bar.metric}@{point}: the calibration {entry['id'][:12]} refused every "
-                    f"point ({refused}), so this bar will be not comparable",
+                reason = (
+                    f"{bar.metric}@{point}: the calibration {entry['id'][:12]} refused every point "
+                    f"({refused}), so this bar will be not comparable"
                 )
-            out.append(planned)
+                out.append(
+                    verdicts.PowerPlan(
+                        verdict_bar(bar, point), experiment.repeats, None, None, False, None, reason
+                    )
+                )
+                continue
+            noise = calibration.for_point(point) if calibration else None
+            out.append(verdicts.plan_power(noise, verdict_bar(bar, point), experiment.repeats))
     return out
 
 

@@ -241,11 +241,8 @@ def refused_calibration(
     value the engine rejects at boot): recorded with no points and the reasons, so later runs find
     it, reuse it and do not launch the A/A again to learn the same thing; None when nothing was
     refused (the metric is simply missing: there is nothing to record)."""
-    reasons = {
-        f"refused.p{p}": "; ".join(refusals(records, ("control",), instrument, p))[:300]
-        for p in ctx.plan.experiment.points
-        if refusals(records, ("control",), instrument, p)
-    }
+    why = {p: refusals(records, ("control",), instrument, p) for p in ctx.plan.experiment.points}
+    reasons = {f"refused.p{p}": "; ".join(texts)[:300] for p, texts in why.items() if texts}
     if not reasons:
         return None
     return {
@@ -590,9 +587,10 @@ def start_context(
         "schedule": plan.schedule,
     }
     runs.write_json(run_dir / runs.PLAN, plan_dump)
-    context = RunContext(plan, ledger, writer, repo, run_id, run_dir, git, host or host_fingerprint(), events)
-    context.clock = clock or context.clock
-    return context
+    host = host or host_fingerprint()
+    return RunContext(
+        plan, ledger, writer, repo, run_id, run_dir, git, host, events, clock=clock or StepClock()
+    )
 
 
 def write_timings(ctx: RunContext) -> None:

@@ -779,7 +779,7 @@ def experiment_charts(
     chosen: list[str],
     control: str | None,
     repeats: dict,
-    point_axis: str = "concurrency",
+    point_axis: experiments_mod.PointAxis = experiments_mod.CONCURRENCY,
 ) -> list[str]:
     """The bar metrics first (each arm's median and repeats at the bar's point), then the verdict
     effects, then the sweeps against their points (``point_axis``: what they are, concurrency or a
@@ -824,8 +824,8 @@ def experiment_charts(
         charts.append(
             plots.sweep_chart(
                 sweeps[metric],
-                title=f"{metric} against {point_axis} (line: median; hollow dots: repeats)",
-                x_label="concurrency (streams)" if point_axis == "concurrency" else "launch value",
+                title=f"{metric} against {point_axis.meaning} (line: median; hollow dots: repeats)",
+                x_label=point_axis.label,
                 y_label=plots.axis_label(metric, short=True),
                 samples=samples,
             )
@@ -875,7 +875,7 @@ def _experiment_data(
     spec, params_note = experiments_mod.spec_data(project, experiment)
     params = experiments_mod.spec_params(spec)
     repeats = experiments_mod.repeat_values(project, experiment, p.get("artifacts") or {})
-    charts = experiment_charts(bars, sweeps, chosen, control, repeats, experiments_mod.point_meaning(spec))
+    charts = experiment_charts(bars, sweeps, chosen, control, repeats, experiments_mod.point_axis(spec))
     calibration = experiment.get("calibration")
     data = {
         "entry": entry_ref(index, entry["id"], root),

@@ -13,7 +13,7 @@ import hashlib
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from recipe_ledger import metrics as metric_table
 from recipe_ledger.errors import LedgerError
@@ -119,12 +119,24 @@ def spec_data(project: Path, experiment: dict[str, Any]) -> tuple[dict[str, Any]
     return (data if isinstance(data, dict) else {}), ""
 
 
-def point_meaning(data: dict[str, Any] | None) -> str:
-    """What the sweep's points are: concurrency levels, or the values of a launch flag."""
+class PointAxis(NamedTuple):
+    """What a sweep's points are: in a chart's title, and on its x axis."""
+
+    meaning: str
+    label: str
+
+
+CONCURRENCY = PointAxis("concurrency", "concurrency (streams)")
+
+
+def point_axis(data: dict[str, Any] | None) -> PointAxis:
+    """Concurrency levels, or the values of a launch flag (``launch_sweep``)."""
     sweep = (data or {}).get("launch_sweep")
     if isinstance(sweep, dict) and isinstance(sweep.get("args"), list):
-        return "the launch value {point} in " + " ".join(str(a) for a in sweep["args"])
-    return "concurrency"
+        return PointAxis(
+            "the launch value {point} in " + " ".join(str(a) for a in sweep["args"]), "launch value"
+        )
+    return CONCURRENCY
 
 
 def spec_params(data: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
