@@ -68,13 +68,16 @@ def test_ctrl_c_during_a_sweep_stops_everything_and_is_recorded(repo):
     port = free_port()
     write_committed(repo, "experiments/x.yaml", experiment_yaml(port, []))
     # The probe of the candidate arm sends SIGINT to the runner (its pid handed over in the env),
-    # which is what Ctrl-C in the terminal does, at a known moment: in the middle of the sweep.
+    # which is what Ctrl-C in the terminal does, at a known moment: in the middle of the sweep. The
+    # runner restores Python's own SIGINT handler first, as a terminal would have it: started from a
+    # background job of a non-interactive shell, SIGINT arrives ignored and Python keeps it so.
     runner = subprocess.Popen(
         [
             sys.executable,
             "-c",
             (
-                "import os,sys; os.environ['PROBE_INTERRUPT']=str(os.getpid()); "
+                "import os,signal,sys; os.environ['PROBE_INTERRUPT']=str(os.getpid()); "
+                "signal.signal(signal.SIGINT, signal.default_int_handler); "
                 "from recipe_ledger.cli import main; "
                 "sys.argv=['ledger','run','experiments/x.yaml','--no-mlflow']; main()"
             ),
