@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 from recipe_ledger.errors import InputError
@@ -76,20 +76,23 @@ def t_quantile(p: float, df: float) -> float:
     if df > 1e5:  # Cornish-Fisher: error O(1/df^2), far below what a verdict can resolve
         z = statistics.NormalDist().inv_cdf(p)
         return z + (z**3 + z) / (4.0 * df)
-    return _bisect_upper_tail(1.0 - p, df)
+    tail = 1.0 - p
+    return _bisect(lambda t: t_upper_tail(t, df) > tail, 1.0, 1e-12)
 
 
-def _bisect_upper_tail(tail: float, df: float) -> float:
-    low, high = 0.0, 1.0
-    while t_upper_tail(high, df) > tail:
+def _bisect(short_of_it: Callable[[float], bool], high: float, rel_tol: float) -> float:
+    """Where ``short_of_it`` turns false on [0, inf) (it must be true below that point, false above):
+    double ``high`` until it is past it, then halve the bracket to ``rel_tol``. Both quantiles use it."""
+    low = 0.0
+    while short_of_it(high):
         low, high = high, high * 2.0
     for _ in range(200):
         middle = 0.5 * (low + high)
-        if t_upper_tail(middle, df) > tail:
+        if short_of_it(middle):
             low = middle
         else:
             high = middle
-        if high - low <= 1e-12 * high:
+        if high - low <= rel_tol * high:
             break
     return 0.5 * (low + high)
 
@@ -144,18 +147,7 @@ def chi2_quantile(p: float, df: float) -> float:
     """The p-quantile of the chi-square distribution (0 < p < 1, df > 0), by bisection on the CDF."""
     if not 0.0 < p < 1.0 or not df > 0:
         raise InputError(f"chi-square quantile needs 0 < p < 1 and df > 0, got p={p}, df={df}")
-    low, high = 0.0, max(1.0, df)
-    while chi2_cdf(high, df) < p:
-        low, high = high, high * 2.0
-    for _ in range(200):
-        middle = 0.5 * (low + high)
-        if chi2_cdf(middle, df) < p:
-            low = middle
-        else:
-            high = middle
-        if high - low <= 1e-13 * high:
-            break
-    return 0.5 * (low + high)
+    return _bisect(lambda x: chi2_cdf(x, df) < p, max(1.0, df), 1e-13)
 
 
 def sigma_upper_bound(sigma: float, df: int, confidence: float) -> float:
