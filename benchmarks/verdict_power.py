@@ -20,12 +20,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from recipe_ledger.verdict import (
-    DEFAULT_AGREEMENT_THRESHOLD,
-    METHOD,
-    METHOD_V1,
-    simulate_error_rates,
-)
+from verdict_sim import simulate_error_rates  # beside this script: its folder leads sys.path
+
+from recipe_ledger.verdict import DEFAULT_AGREEMENT_THRESHOLD, METHOD, METHOD_V1
 
 NOISES = ((0.01, DEFAULT_AGREEMENT_THRESHOLD), (0.05, 0.20), (0.12, 0.20))
 CALIBRATIONS = (2, 3, 4, 5)

@@ -1,7 +1,9 @@
 """Verdicts: is the candidate arm better, worse, the same, or can we not tell? (method ``rl-verdict/2``)
 
 Pure functions over numbers; no I/O and nothing beyond the standard library and pydantic, because
-the runner must work on a bare, offline GPU box.
+the runner must work on a bare, offline GPU box. The t and chi-square distributions and the sample
+statistics under these rules are ``recipe_ledger.stats``; simulated error rates of the rules are
+``benchmarks/verdict_sim.py``.
 
 The method, per bar (one metric at one point, e.g. ``output_tps_total`` at concurrency 8):
 
@@ -38,15 +40,14 @@ docs/verdicts.md has the figures.
 from __future__ import annotations
 
 import math
-import random
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from recipe_ledger import stats
 from recipe_ledger.errors import InputError
 
 METHOD = "rl-verdict/2"
@@ -185,161 +186,12 @@ class _VerdictCommon(TypedDict):
     n_candidate: int
 
 
-# ------------------------------------------------------------------------------- Student t (stdlib)
-
-
-def _continued_fraction_beta(a: float, b: float, x: float) -> float:
-    """Lentz's evaluation of the continued fraction of the incomplete beta (Numerical Recipes 6.4)."""
-    tiny, eps = 1e-300, 1e-15
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    result = d
-    for m in range(1, 20_000):
-        for numerator in _beta_terms(a, b, x, m):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            result *= d * c
-        if abs(d * c - 1.0) < eps:
-            return result
-    raise ArithmeticError(f"incomplete beta did not converge (a={a}, b={b}, x={x})")
-
-
-def _beta_terms(a: float, b: float, x: float, m: int) -> tuple[float, float]:
-    even = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
-    odd = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
-    return even, odd
-
-
-def regularized_incomplete_beta(a: float, b: float, x: float) -> float:
-    """I_x(a, b), the CDF of a Beta(a, b) variable at x."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1.0) / (a + b + 2.0):  # the fraction converges fast on this side
-        return math.exp(log_front) * _continued_fraction_beta(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _continued_fraction_beta(b, a, 1.0 - x) / b
-
-
-def t_upper_tail(t: float, df: float) -> float:
-    """P(T > t) for Student's t with df degrees of freedom, t >= 0."""
-    return 0.5 * regularized_incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
-
-
-@lru_cache(maxsize=4096)
-def t_quantile(p: float, df: float) -> float:
-    """The p-quantile of Student's t with df degrees of freedom (df > 0, 0 < p < 1).
-
-    Solved by bisection on the upper tail (not on 1 - tail, which loses digits near p = 1).
-    """
-    if not 0.0 < p < 1.0 or not df > 0:
-        raise InputError(f"t quantile needs 0 < p < 1 and df > 0, got p={p}, df={df}")
-    if p < 0.5:
-        return -t_quantile(1.0 - p, df)
-    if p == 0.5:
-        return 0.0
-    if df > 1e5:  # Cornish-Fisher: error O(1/df^2), far below what a verdict can resolve
-        z = statistics.NormalDist().inv_cdf(p)
-        return z + (z**3 + z) / (4.0 * df)
-    return _bisect_upper_tail(1.0 - p, df)
-
-
-def _bisect_upper_tail(tail: float, df: float) -> float:
-    low, high = 0.0, 1.0
-    while t_upper_tail(high, df) > tail:
-        low, high = high, high * 2.0
-    for _ in range(200):
-        middle = 0.5 * (low + high)
-        if t_upper_tail(middle, df) > tail:
-            low = middle
-        else:
-            high = middle
-        if high - low <= 1e-12 * high:
-            break
-    return 0.5 * (low + high)
-
-
-# ------------------------------------------------------------------------- chi-square (stdlib)
-
-
-def _gamma_series(a: float, x: float) -> float:
-    """P(a, x) by its power series: converges fast for x < a + 1 (Numerical Recipes 6.2)."""
-    term = total = 1.0 / a
-    denominator = a
-    for _ in range(10_000):
-        denominator += 1.0
-        term *= x / denominator
-        total += term
-        if abs(term) < abs(total) * 1e-15:
-            return total * math.exp(-x + a * math.log(x) - math.lgamma(a))
-    raise ArithmeticError(f"gamma series did not converge (a={a}, x={x})")
-
-
-def _gamma_continued_fraction(a: float, x: float) -> float:
-    """Q(a, x) = 1 - P(a, x) by Lentz's continued fraction: for x >= a + 1."""
-    tiny = 1e-300
-    b = x + 1.0 - a
-    c, d = 1.0 / tiny, 1.0 / b
-    result = d
-    for i in range(1, 10_000):
-        an = -i * (i - a)
-        b += 2.0
-        d = an * d + b
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = b + an / c
-        c = c if abs(c) > tiny else tiny
-        result *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            return result * math.exp(-x + a * math.log(x) - math.lgamma(a))
-    raise ArithmeticError(f"gamma continued fraction did not converge (a={a}, x={x})")
-
-
-def chi2_cdf(x: float, df: float) -> float:
-    """P(X <= x) for a chi-square variable with df degrees of freedom."""
-    if x <= 0.0:
-        return 0.0
-    a, half = df / 2.0, x / 2.0
-    if half < a + 1.0:
-        return _gamma_series(a, half)
-    return 1.0 - _gamma_continued_fraction(a, half)
-
-
-@lru_cache(maxsize=1024)
-def chi2_quantile(p: float, df: float) -> float:
-    """The p-quantile of the chi-square distribution (0 < p < 1, df > 0), by bisection on the CDF."""
-    if not 0.0 < p < 1.0 or not df > 0:
-        raise InputError(f"chi-square quantile needs 0 < p < 1 and df > 0, got p={p}, df={df}")
-    low, high = 0.0, max(1.0, df)
-    while chi2_cdf(high, df) < p:
-        low, high = high, high * 2.0
-    for _ in range(200):
-        middle = 0.5 * (low + high)
-        if chi2_cdf(middle, df) < p:
-            low = middle
-        else:
-            high = middle
-        if high - low <= 1e-13 * high:
-            break
-    return 0.5 * (low + high)
-
-
-def sigma_upper_bound(sigma: float, df: int, confidence: float = CALIBRATION_UCB_CONFIDENCE) -> float:
-    """One-sided upper confidence bound on a true sigma estimated as `sigma` with df degrees of freedom.
-
-    ``df * s^2 / sigma^2`` is chi-square(df), so ``sigma <= s * sqrt(df / chi2_{1-confidence}(df))``
-    with the given confidence: x3.95 at df 1, x2.12 at 2, x1.46 at 5 (80%).
-    """
-    if df < 1:
-        raise InputError(f"an upper bound on sigma needs at least 1 degree of freedom, got {df}")
-    return sigma * math.sqrt(df / chi2_quantile(1.0 - confidence, df))
+# -------------------------------------------------------------------- the calibration's noise bound
 
 
 def calibrated_sigma_ucb(point: CalibrationPoint, confidence: float = CALIBRATION_UCB_CONFIDENCE) -> float:
     """The relative sigma a calibration vouches for: the upper bound of its estimate (n - 1 df)."""
-    return sigma_upper_bound(point.sigma_rel, point.n - 1, confidence)
+    return stats.sigma_upper_bound(point.sigma_rel, point.n - 1, confidence)
 
 
 # ----------------------------------------------------------------------------------- methods
@@ -389,7 +241,7 @@ def _mde_log(
     """
     standard_error = sigma_rel * math.sqrt(1.0 / n_control + 1.0 / n_candidate)
     margins = 2.0 if _rules(method).power_margin else 1.0
-    return (t_quantile(1.0 - alpha / 2.0, df) + margins * t_quantile(power, df)) * standard_error
+    return (stats.t_quantile(1.0 - alpha / 2.0, df) + margins * stats.t_quantile(power, df)) * standard_error
 
 
 def mde(
@@ -461,11 +313,6 @@ def relative_spread(samples: Sequence[float]) -> float:
     return (max(samples) - min(samples)) / statistics.fmean(samples)
 
 
-def _stdev(values: Sequence[float]) -> float:
-    # Two-pass in floats: statistics.stdev is exact in fractions and 20x slower, which the simulations feel.
-    return math.sqrt(_sum_of_squares(values) / (len(values) - 1))
-
-
 def _calibration_point(samples: Sequence[float], where: str) -> CalibrationPoint:
     values = _checked_samples(samples, where)
     if len(values) < 2:
@@ -473,13 +320,13 @@ def _calibration_point(samples: Sequence[float], where: str) -> CalibrationPoint
             f"{where}: a calibration needs at least 2 A/A samples, got 1",
             hint=f"calibrate with {DEFAULT_CALIBRATION_REPEATS} repeats of the control",
         )
-    mean, sigma = statistics.fmean(values), _stdev(values)
+    mean, sigma = statistics.fmean(values), stats.sample_stdev(values)
     return CalibrationPoint(
         n=len(values),
         mean=mean,
         sigma=sigma,
         cv=sigma / mean,
-        sigma_log=_stdev([math.log(value) for value in values]),
+        sigma_log=stats.sample_stdev([math.log(value) for value in values]),
         max_spread=relative_spread(values),
         samples=values,
     )
@@ -535,11 +382,6 @@ class _Estimate:
         return math.expm1(far) if self.log_ratio >= 0 else -math.expm1(-far)
 
 
-def _sum_of_squares(values: Sequence[float]) -> float:
-    center = statistics.fmean(values)
-    return sum((value - center) ** 2 for value in values)
-
-
 def _noise(
     control_logs: list[float],
     candidate_logs: list[float],
@@ -549,7 +391,9 @@ def _noise(
     observed_df = len(control_logs) + len(candidate_logs) - 2
     observed = None
     if observed_df > 0:
-        observed = math.sqrt((_sum_of_squares(control_logs) + _sum_of_squares(candidate_logs)) / observed_df)
+        observed = math.sqrt(
+            (stats.sum_of_squares(control_logs) + stats.sum_of_squares(candidate_logs)) / observed_df
+        )
     if observed is None and calibrated is None:
         return None
     calibrated_sigma = calibrated.sigma_rel if calibrated else None
@@ -589,8 +433,8 @@ def _estimate(
 ) -> _Estimate:
     n_control, n_candidate = len(control_logs), len(candidate_logs)
     standard_error = noise.sigma_rel * math.sqrt(1.0 / n_control + 1.0 / n_candidate)
-    critical = t_quantile(1.0 - bar.alpha / 2.0, noise.df) * standard_error
-    margin = t_quantile(DEFAULT_POWER, noise.df) * standard_error
+    critical = stats.t_quantile(1.0 - bar.alpha / 2.0, noise.df) * standard_error
+    margin = stats.t_quantile(DEFAULT_POWER, noise.df) * standard_error
     return _Estimate(
         log_ratio=statistics.fmean(candidate_logs) - statistics.fmean(control_logs),
         half_width=critical,
@@ -941,69 +785,6 @@ def plan_power(
             "use a tighter instrument or a larger bar"
         )
     return PowerPlan(bar, repeats, sigma, planned, planned <= bar.min_effect, found, reason)
-
-
-# ---------------------------------------------------------------------------------- simulation
-
-
-def _draw(rng: random.Random, level: float, sigma_rel: float, count: int) -> list[float]:
-    return [level * math.exp(rng.gauss(0.0, sigma_rel)) for _ in range(count)]
-
-
-def simulate_error_rates(
-    effect_sigmas: Sequence[float],
-    n: int = DEFAULT_REPEATS,
-    trials: int = 1000,
-    seed: int = 0,
-    *,
-    sigma_rel: float = 0.005,
-    min_effect_sigmas: float = 1.0,
-    calibration_repeats: int = DEFAULT_CALIBRATION_REPEATS,
-    agreement_threshold: float = DEFAULT_AGREEMENT_THRESHOLD,
-    method: str = METHOD,
-    planned: bool = False,
-    max_repeats: int = DEFAULT_MAX_PLANNED_REPEATS,
-) -> dict[float, dict[str, float]]:
-    """Fraction of each outcome over simulated experiments, per true effect (in units of sigma_rel).
-
-    Each trial draws a fresh A/A calibration of the control (``calibration_repeats`` launches), then
-    ``n`` control and ``n`` candidate repeats with log-normal noise ``sigma_rel`` (0.5%: the seed's
-    tight instrument, pairs within ~1%); the candidate's true level is ``(1 + k * sigma_rel)`` times
-    the control's. The bar is ``min_effect_sigmas * sigma_rel``. With ``planned`` each trial runs the
-    repeats ``plan_power`` recommends from that trial's calibration (``max_repeats`` where none reach
-    the bar) instead of ``n``. At k = 0, ``win + regression`` is the false-call rate; at k > 0, ``win``
-    is power and ``regression`` a sign error (the reverse at k < 0). Planned trials whose plan finds no
-    repeats within ``max_repeats`` are not run: the rates are over the trials run, and ``unplanned``
-    is the fraction of all trials the plan turned away.
-    Returns ``{k: {outcome: fraction, ..., "gate_failed": ..., "repeats": mean per arm, "unplanned": ...}}``.
-    """
-    rng = random.Random(seed)
-    bar = Bar(metric="simulated", point=1, direction="higher", min_effect=min_effect_sigmas * sigma_rel)
-    rates: dict[float, dict[str, float]] = {}
-    for k in effect_sigmas:
-        counts = dict.fromkeys((*OUTCOMES, "gate_failed", "repeats", "unplanned"), 0)
-        for _ in range(trials):
-            calibration = calibrate({1: _draw(rng, 100.0, sigma_rel, calibration_repeats)})
-            repeats = _planned_repeats(calibration.points["1"], bar, max_repeats) if planned else n
-            if repeats is None:  # the plan said "unreachable" before any launch: nothing is run
-                counts["unplanned"] += 1
-                continue
-            control = _draw(rng, 100.0, sigma_rel, repeats)
-            candidate = _draw(rng, 100.0 * (1.0 + k * sigma_rel), sigma_rel, repeats)
-            verdict = decide(
-                control, candidate, bar, calibration, agreement_threshold=agreement_threshold, method=method
-            )
-            counts[verdict.outcome] += 1
-            counts["gate_failed"] += verdict.agreement is not None and not verdict.agreement.passed
-            counts["repeats"] += repeats
-        run = trials - counts["unplanned"]
-        rates[float(k)] = {key: count / max(run, 1) for key, count in counts.items() if key != "unplanned"}
-        rates[float(k)]["unplanned"] = counts["unplanned"] / trials
-    return rates
-
-
-def _planned_repeats(point: CalibrationPoint, bar: Bar, max_repeats: int) -> int | None:
-    return plan_power(point, bar, 2, max_repeats=max_repeats).repeats_needed
 
 
 # ------------------------------------------------------------------------- tight or loose instruments

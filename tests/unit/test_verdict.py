@@ -1,11 +1,13 @@
-"""Verdicts: the t and chi-square quantiles, the power arithmetic, each outcome, the seed's replay story,
-the calibrated gate, the power planner, and simulated error rates.
+"""Verdicts: the power arithmetic, each outcome, the seed's replay story, the calibrated gate, the
+power planner, and simulated error rates (benchmarks/verdict_sim.py; the t and chi-square
+quantiles under them are tests/unit/test_stats.py's).
 
 Deterministic throughout: fixed samples, or a seeded ``random.Random``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import random
 import re
@@ -25,84 +27,28 @@ from recipe_ledger.verdict import (
     agreement_threshold_for,
     calibrate,
     calibrated_sigma_ucb,
-    chi2_quantile,
     decide,
     mde,
     plan_power,
-    regularized_incomplete_beta,
     repeats_needed,
-    sigma_upper_bound,
-    simulate_error_rates,
-    t_quantile,
 )
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load_simulation():
+    """benchmarks/verdict_sim.py, by path: the simulation is the benchmark's, not the package's."""
+    spec = importlib.util.spec_from_file_location("verdict_sim", REPO / "benchmarks" / "verdict_sim.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+simulate_error_rates = _load_simulation().simulate_error_rates
 
 TPS_AT_8 = Bar(metric="output_tps_total", point=8, direction="higher", min_effect=0.03)
 TTFT_AT_8 = Bar(metric="ttft_ms_p50", point=8, direction="lower", min_effect=0.03)
-
-
-# ------------------------------------------------------------------------------------ t quantile
-
-# Two-sided and one-sided critical values from the standard printed tables (4 significant decimals).
-T_TABLE = [
-    (0.975, 1, 12.7062),
-    (0.975, 2, 4.3027),
-    (0.975, 3, 3.1824),
-    (0.975, 4, 2.7764),
-    (0.975, 5, 2.5706),
-    (0.975, 10, 2.2281),
-    (0.975, 20, 2.0860),
-    (0.975, 30, 2.0423),
-    (0.975, 60, 2.0003),
-    (0.975, 120, 1.9799),
-    (0.95, 1, 6.3138),
-    (0.95, 5, 2.0150),
-    (0.95, 10, 1.8125),
-    (0.95, 30, 1.6973),
-    (0.9, 1, 3.0777),
-    (0.9, 10, 1.3722),
-    (0.8, 1, 1.3764),
-    (0.8, 2, 1.0607),
-    (0.8, 5, 0.9195),
-    (0.8, 10, 0.8791),
-    (0.8, 30, 0.8538),
-    (0.995, 1, 63.6567),
-    (0.995, 3, 5.8409),
-    (0.995, 10, 3.1693),
-    (0.9995, 1, 636.6192),
-    (0.9995, 10, 4.5869),
-]
-
-
-@pytest.mark.parametrize(("p", "df", "expected"), T_TABLE)
-def test_t_quantile_matches_printed_tables(p: float, df: int, expected: float) -> None:
-    assert t_quantile(p, df) == pytest.approx(expected, abs=6e-5)
-
-
-@pytest.mark.parametrize("p", [0.51, 0.6, 0.75, 0.9, 0.975, 0.999, 0.99999])
-def test_t_quantile_matches_closed_forms_for_one_and_two_df(p: float) -> None:
-    cauchy = math.tan(math.pi * (p - 0.5))  # df = 1 is the Cauchy distribution
-    two_df = (2 * p - 1) / math.sqrt(2 * p * (1 - p))
-    assert t_quantile(p, 1) == pytest.approx(cauchy, rel=1e-9)
-    assert t_quantile(p, 2) == pytest.approx(two_df, rel=1e-9)
-
-
-def test_t_quantile_is_symmetric_and_tends_to_the_normal() -> None:
-    assert t_quantile(0.025, 5) == pytest.approx(-t_quantile(0.975, 5))
-    assert t_quantile(0.5, 7) == 0.0
-    assert t_quantile(0.975, 10**6) == pytest.approx(1.959966, abs=1e-5)
-    assert t_quantile(0.975, 10**4) == pytest.approx(1.960201, abs=1e-5)  # bisection side of the switch
-
-
-@pytest.mark.parametrize(("p", "df"), [(0.0, 3), (1.0, 3), (0.9, 0)])
-def test_t_quantile_refuses_impossible_input(p: float, df: int) -> None:
-    with pytest.raises(InputError):
-        t_quantile(p, df)
-
-
-def test_regularized_incomplete_beta_known_identities() -> None:
-    assert regularized_incomplete_beta(1, 1, 0.3) == pytest.approx(0.3)
-    assert regularized_incomplete_beta(3, 1, 0.6) == pytest.approx(0.6**3)
-    assert regularized_incomplete_beta(7.5, 7.5, 0.5) == pytest.approx(0.5)
 
 
 # ------------------------------------------------------------------------------ power arithmetic
@@ -358,29 +304,6 @@ def test_the_calibration_enters_at_its_upper_bound() -> None:
     assert verdict.ci_low is not None and old.ci_low is not None and verdict.ci_low < old.ci_low
 
 
-@pytest.mark.parametrize(
-    ("p", "df", "expected"),
-    [
-        (0.2, 1, 0.0642),
-        (0.2, 2, 0.4463),
-        (0.2, 5, 2.3425),
-        (0.1, 2, 0.2107),
-        (0.95, 10, 18.307),
-        (0.99, 1, 6.6349),
-    ],
-)
-def test_chi2_quantile_matches_printed_tables(p: float, df: int, expected: float) -> None:
-    assert chi2_quantile(p, df) == pytest.approx(expected, abs=2e-4)
-
-
-def test_sigma_upper_bound_widens_more_for_fewer_launches() -> None:
-    factors = [sigma_upper_bound(1.0, df) for df in (1, 2, 5, 30)]
-    assert factors == sorted(factors, reverse=True) and factors[-1] > 1.0
-    assert factors[0] == pytest.approx(math.sqrt(1 / chi2_quantile(0.2, 1)))
-    with pytest.raises(InputError):
-        sigma_upper_bound(1.0, 0)
-
-
 def test_the_gate_scales_with_the_calibrated_noise() -> None:
     tight = calibrate({1: [100.0, 100.2, 99.9, 100.1, 99.95, 100.05]}).points["1"]  # sigma ~0.1%
     loose = calibrate({1: [100.0, 108.0, 93.0, 104.0, 96.0, 101.0]}).points["1"]
@@ -483,7 +406,7 @@ def test_simulation_is_deterministic_for_a_seed() -> None:
 
 # --------------------------------------------------------------------------------------- docs
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "verdicts.md"
+DOCS = REPO / "docs" / "verdicts.md"
 
 
 def test_every_python_example_in_the_docs_runs_and_prints_what_it_says(

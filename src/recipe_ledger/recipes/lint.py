@@ -291,15 +291,10 @@ def declared_conflicts(item: LoadedRecipe) -> dict[str, set[str]]:
     return conflicts
 
 
-def default_features(item: LoadedRecipe) -> list[str]:
-    """Features the builder enables when nobody ticks anything: those not marked opt-in."""
-    opt_in = set(item.recipe.opt_in_features)
-    return [name for name in item.recipe.features if name not in opt_in]
-
-
 def check_feature_conflicts(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[LintWarning]:
     conflicts = declared_conflicts(item)
-    defaults = set(default_features(item))
+    # On by default in the recipe as written: no hardware's opt-ins, no variant's forced modes.
+    defaults = set(resolve.default_features(item.doc.data, hw_id=None, variant_key=None))
     reported: set[frozenset[str]] = set()
     for name, others in conflicts.items():
         for other in sorted(others):

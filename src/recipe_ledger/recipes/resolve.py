@@ -1399,9 +1399,14 @@ def _strategy_usable(recipe: dict, name: str, hw: Hardware, strategies: dict, sc
     return scalable or (not str(name).startswith("multi_node_") and name != "pd_cluster")
 
 
-def default_features(recipe: dict, hw_id: str, variant_key: str = "default") -> list[str]:
+def default_features(recipe: dict, hw_id: str | None, variant_key: str | None = "default") -> list[str]:
     """Features the site turns on: all, minus opt_in_features and hardware_opt_in_features[hw],
-    except those the variant forces on through `default_modes`."""
+    except those the variant forces on through `default_modes`.
+
+    ``hw_id=None, variant_key=None`` asks it of the recipe as written, on no box: all minus
+    opt_in_features. That is `ledger recipe lint`'s question (two conflicting features both on by
+    default), since a lint warning is about the recipe file, not about one hardware or variant.
+    """
     opt_in = set(recipe.get("opt_in_features") or [])
     opt_in |= set(get(recipe, "hardware_opt_in_features", hw_id) or [])
     forced = set(obj(get(recipe, "variants", variant_key, "default_modes")))
