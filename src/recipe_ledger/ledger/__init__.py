@@ -8,6 +8,8 @@ Modules, each owning one thing:
   fold       an entry's status folded from later entries (retracted, superseded, reproduced)
   verify     whole-ledger checks (bytes, order, meaning), repair, and the git-history check
   semantics  verify's cross-chain checks: refs, retraction authority, witnesses, signed heads
+  verify_report  what a verify pass saw (ChainState, Seen) and reports (Finding, Report): verify and
+             semantics share it, so neither imports the other
   validcache  ids of payloads validated before (verify validates each line once)
   signing    Ed25519 keys, ledger/allowed_signers and ledger/maintainers, signed chain heads
   fingerprint  the box a writer's chain is bound to
