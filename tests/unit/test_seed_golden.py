@@ -1,8 +1,9 @@
 """Every seed's import, entry by entry, against tests/golden/seed-entries.json.
 
-The golden file was written from the seeds as Python (before they became data files) so that the
-data files are proved to give the very same entries: kind, refs and every payload byte. Entry ids
-depend on the clock, the box and git, so an id inside an entry is written as the item it names.
+The golden file was written from the seeds as Python (commit 66c1ef4, before they became the data
+files of ledger/seeds/) so that the data files are proved to give the very same entries: kind,
+refs and every payload byte. Entry ids depend on the clock, the box and git, so an id inside an
+entry is written as the item it names.
 Set UPDATE_GOLDEN=1 to write it again (and say in the commit why the entries changed).
 """
 
@@ -13,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from recipe_ledger.ledger import seed_import
+from recipe_ledger.ledger import seed_campaigns, seed_import
 from recipe_ledger.ledger.store import Ledger
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "seed-entries.json"
@@ -44,7 +45,7 @@ def imported_entries(root: Path) -> dict[str, Any]:
     """Each seed as imported into a fresh ledger at ``root``: its identity and its entries."""
     ledger = Ledger.init(root)
     seeds: dict[str, Any] = {}
-    for name, seed in seed_import.all_seeds().items():
+    for name, seed in seed_campaigns.all_seeds().items():
         result = seed_import.import_seed(ledger, seed=seed)
         items = {entry_id: key for key, entry_id in result.added}
         stored = {e["id"]: e for e in Ledger.open(root).entries() if e["writer"] == seed.writer}

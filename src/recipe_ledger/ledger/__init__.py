@@ -16,7 +16,9 @@ Modules, each owning one thing:
   gitinfo    every git question (GitPython; the only module importing ``git``)
   actions    note / retract
   views      log filtering and summaries
-  seed_import  the 000 seed's campaign as data, imported idempotently
+  seed_campaigns  the seeds' campaigns (seeds/<name>.yaml, package data: every number with its
+             seed line) read through spec.yamlfile into the items an import appends
+  seed_import  a seed campaign appended to its own chain, idempotently (`ledger import-seed`)
 """
 
 from __future__ import annotations
