@@ -135,6 +135,26 @@ def test_an_impure_module_reached_from_the_resolver_breaks_purity(tmp_path):
     assert "recipe_ledger.provenance -> subprocess" in output, output
 
 
+def test_an_import_cycle_inside_the_ledger_breaks_its_acyclic_contract(tmp_path):
+    """semantics importing verify again (verify imports semantics) is the cycle the contract forbids,
+    even as a TYPE_CHECKING import."""
+    (acyclic,) = [c for c in contracts() if c["type"] == "acyclic_siblings"]
+    assert acyclic["ancestors"] == ["recipe_ledger.ledger"]
+    copy = copy_of_the_package(tmp_path)
+    add_import(
+        copy,
+        "recipe_ledger.ledger.semantics",
+        "if TYPE_CHECKING:\n    from recipe_ledger.ledger import verify",
+    )
+
+    code, states, output = lint_imports(copy)
+
+    assert code != 0, output
+    assert {name for name, state in states.items() if state == "BROKEN"} == {acyclic["name"]}, output
+    # It names one import that would break the cycle, whichever of the two it nominates.
+    assert ".verify -> .semantics" in output or ".semantics -> .verify" in output, output
+
+
 def top_level_modules() -> set[str]:
     root = REPO / "src" / PACKAGE
     names = {path.stem for path in root.glob("*.py") if path.stem != "__init__"}

@@ -4,27 +4,29 @@ from __future__ import annotations
 
 import pytest
 
-from recipe_ledger.ledger import seed_import
+from recipe_ledger.ledger import seed_campaigns, seed_import
 from recipe_ledger.ledger.fold import fold_statuses
 from recipe_ledger.ledger.models import load_payload
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.ledger.verify import verify
 
+SEED = seed_campaigns.load_seed("000")
+
 
 def _by_item(ledger):
-    return {e["payload"]["origin"]["item"]: e for e in ledger.entries() if e["writer"] == seed_import.WRITER}
+    return {e["payload"]["origin"]["item"]: e for e in ledger.entries() if e["writer"] == SEED.writer}
 
 
 @pytest.fixture
 def imported(tmp_path):
     ledger = Ledger.init(tmp_path)
-    seed_import.import_seed(ledger)
+    seed_import.import_seed(ledger, seed=SEED)
     return Ledger.open(tmp_path)
 
 
 def test_every_item_is_imported_and_marked_as_imported_from_the_document(imported):
     items = _by_item(imported)
-    assert list(items) == [item.key for item in seed_import.SEED_000]
+    assert list(items) == [item.key for item in SEED.items]
     for entry in items.values():
         origin = entry["payload"]["origin"]
         assert origin == {
@@ -84,17 +86,17 @@ def test_the_figures_of_the_seed_are_in_the_entries(imported):
 
 def test_the_import_is_idempotent_and_finishes_a_partial_run(tmp_path):
     ledger = Ledger.init(tmp_path)
-    first = seed_import.import_seed(ledger, items=seed_import.SEED_000[:7])
+    first = seed_import.import_seed(ledger, seed=SEED, items=SEED.items[:7])
     assert len(first.added) == 7
-    rest = seed_import.import_seed(Ledger.open(tmp_path))
-    assert len(rest.added) == len(seed_import.SEED_000) - 7 and len(rest.present) == 7
-    again = seed_import.import_seed(Ledger.open(tmp_path))
-    assert again.added == [] and len(again.present) == len(seed_import.SEED_000)
-    assert verify(Ledger.open(tmp_path)).entries == len(seed_import.SEED_000)
+    rest = seed_import.import_seed(Ledger.open(tmp_path), seed=SEED)
+    assert len(rest.added) == len(SEED.items) - 7 and len(rest.present) == 7
+    again = seed_import.import_seed(Ledger.open(tmp_path), seed=SEED)
+    assert again.added == [] and len(again.present) == len(SEED.items)
+    assert verify(Ledger.open(tmp_path)).entries == len(SEED.items)
 
 
 def test_redaction_leaves_the_seed_text_untouched(imported):
-    for item, entry in zip(seed_import.SEED_000, _by_item(imported).values(), strict=False):
+    for item, entry in zip(SEED.items, _by_item(imported).values(), strict=False):
         for key, value in item.payload.items():
             if isinstance(value, str):
                 assert entry["payload"][key] == value, key
@@ -104,4 +106,4 @@ def test_the_repository_ledger_holds_the_seed_and_verifies(repo_root):
     ledger = Ledger.open(repo_root)
     assert verify(ledger).ok
     items = _by_item(ledger)
-    assert set(items) >= {item.key for item in seed_import.SEED_000}
+    assert set(items) >= {item.key for item in SEED.items}

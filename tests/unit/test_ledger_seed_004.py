@@ -6,7 +6,6 @@ looked up on the lines its entry cites: an import that invents or mistypes a fig
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +14,16 @@ from click.testing import CliRunner
 
 from recipe_ledger import metrics
 from recipe_ledger.cli import main
-from recipe_ledger.ledger import seed_import, seed_import_004
+from recipe_ledger.ledger import seed_campaigns, seed_import
 from recipe_ledger.ledger.fold import fold_statuses
 from recipe_ledger.ledger.models import load_payload
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.ledger.verify import verify
 
-SEED_TEXT = Path(__file__).resolve().parents[1] / "fixtures" / "seeds" / seed_import_004.SOURCE
-SEED = seed_import_004.SEED
+from helpers.seedtext import numbers_in, seed_lines
+
+SEED = seed_campaigns.load_seed("004")
+NO_VERDICT = "none: imported from the seed, not measured against a control by this tool"
 
 
 def _by_item(ledger: Ledger) -> dict[str, dict[str, Any]]:
@@ -37,31 +38,6 @@ def imported(tmp_path: Path) -> Ledger:
 
 
 # -- reading the seed ----------------------------------------------------------------------------
-
-_NUMBER = re.compile(r"(\d[\d,]*(?:\.\d+)?)(\s?s\b|K\b)?")
-_WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
-
-
-def _seed_lines(cited: str) -> str:
-    """The seed text of ``cited`` ("98-111", "42, 104, 111"), 1-based as an editor numbers lines."""
-    lines = SEED_TEXT.read_text(encoding="utf-8").splitlines()
-    chosen = []
-    for part in cited.split(","):
-        first, _, last = part.strip().partition("-")
-        chosen += lines[int(first) - 1 : int(last or first)]
-    return "\n".join(chosen)
-
-
-def _numbers_in(text: str) -> set[float]:
-    """Every figure the text states, as written and, for "0.291 s" or "25K", also times 1000 (the
-    import stores seconds as ms and "25K" as 25000)."""
-    found = {float(v) for w, v in _WORDS.items() if re.search(rf"\b{w}\b", text, re.IGNORECASE)}
-    for match in _NUMBER.finditer(text):
-        value = float(match[1].replace(",", ""))
-        found.add(value)
-        if match[2]:
-            found.add(round(value * 1000, 6))
-    return found
 
 
 def _cited_lines(entry: dict[str, Any]) -> str:
@@ -91,7 +67,11 @@ def test_every_item_is_imported_as_imported_from_the_004_document(imported):
     assert list(items) == [item.key for item in SEED.items]
     for key, entry in items.items():
         # The seed gives no date, so the origin says none rather than inventing one.
-        assert entry["payload"]["origin"] == {"how": "imported", "source": SEED_TEXT.name, "item": key}
+        assert entry["payload"]["origin"] == {
+            "how": "imported",
+            "source": "004_f935e39488fe99ec.txt",
+            "item": key,
+        }
         load_payload(entry["kind"], entry["payload"])
     assert verify(imported).ok
 
@@ -99,7 +79,7 @@ def test_every_item_is_imported_as_imported_from_the_004_document(imported):
 def test_every_imported_number_is_on_the_seed_lines_its_entry_cites(imported):
     checked = 0
     for key, entry in _by_item(imported).items():
-        stated = _numbers_in(_seed_lines(_cited_lines(entry)))
+        stated = numbers_in(seed_lines(SEED.source, _cited_lines(entry)))
         for name, value in _figures(entry).items():
             assert round(abs(value), 6) in stated, f"{key}: {name}={value} is not on its cited seed lines"
             checked += 1
@@ -107,7 +87,7 @@ def test_every_imported_number_is_on_the_seed_lines_its_entry_cites(imported):
 
 
 def test_the_number_check_catches_a_figure_the_seed_does_not_state():
-    stated = _numbers_in(_seed_lines("102-109"))
+    stated = numbers_in(seed_lines(SEED.source, "102-109"))
     assert 275.9 in stated and 3.62 in stated
     assert 275.8 not in stated and 92.9 * 1000 not in stated
 
@@ -119,7 +99,7 @@ def test_results_carry_no_verdict_and_say_why(imported):
         p = entry["payload"]
         assert "verdict" not in p
         assert "not measured against a control by this tool" in p["text"]
-        assert p["conditions"]["verdict"] == seed_import_004.NO_VERDICT
+        assert p["conditions"]["verdict"] == NO_VERDICT
         assert p["conditions"]["box"] == "dual-gh200" and p["conditions"]["engine"]
 
 
@@ -240,7 +220,7 @@ def test_import_seed_imports_every_seed_or_the_one_named(tmp_path):
     assert "seed 000" not in only.output
     both = run()
     assert both.exit_code == 0, both.output
-    assert f"seed 000: {len(seed_import.SEED_000)} added" in both.output
+    assert f"seed 000: {len(seed_campaigns.load_seed('000').items)} added" in both.output
     assert f"seed 004: 0 added, {len(SEED.items)} already present" in both.output
     chains = {e["writer"] for e in Ledger.open(tmp_path).entries()}
     assert chains == {"seed-000", "seed-004"}

@@ -7,10 +7,10 @@ from pathlib import Path
 import click
 
 from recipe_ledger.cli.options import root_option
-from recipe_ledger.ledger import seed_import
+from recipe_ledger.ledger import seed_campaigns, seed_import
 from recipe_ledger.ledger.store import Ledger
 
-SEED_NAMES = tuple(seed_import.all_seeds())
+SEED_NAMES = seed_campaigns.seed_names()
 
 
 @click.command("import-seed")
@@ -22,10 +22,9 @@ def import_seed(names: tuple[str, ...], root: Path) -> None:
     NAME picks the seed documents to import (default: all of them, in order). Each seed has its own
     chain (writer seed-000, seed-004); running it again adds only what is missing.
     """
-    seeds = seed_import.all_seeds()
     ledger = Ledger.open(root)
-    for name in names or tuple(seeds):
-        seed = seeds[name]
+    for name in names or SEED_NAMES:
+        seed = seed_campaigns.load_seed(name)
         result = seed_import.import_seed(ledger, seed=seed)
         for key, entry_id in result.added:
             click.echo(f"added   {entry_id[:12]} {key}")

@@ -8,13 +8,17 @@ Modules, each owning one thing:
   fold       an entry's status folded from later entries (retracted, superseded, reproduced)
   verify     whole-ledger checks (bytes, order, meaning), repair, and the git-history check
   semantics  verify's cross-chain checks: refs, retraction authority, witnesses, signed heads
+  verify_report  what a verify pass saw (ChainState, Seen) and reports (Finding, Report): verify and
+             semantics share it, so neither imports the other
   validcache  ids of payloads validated before (verify validates each line once)
   signing    Ed25519 keys, ledger/allowed_signers and ledger/maintainers, signed chain heads
   fingerprint  the box a writer's chain is bound to
   gitinfo    every git question (GitPython; the only module importing ``git``)
   actions    note / retract
   views      log filtering and summaries
-  seed_import  the 000 seed's campaign as data, imported idempotently
+  seed_campaigns  the seeds' campaigns (seeds/<name>.yaml, package data: every number with its
+             seed line) read through spec.yamlfile into the items an import appends
+  seed_import  a seed campaign appended to its own chain, idempotently (`ledger import-seed`)
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The checks of ``ledger verify`` that span chains: refs, retraction authority, witnesses, signed
 heads; and what ``--history`` accepts as a change to a ledger file.
 
-verify.py reads every chain once and hands over what it saw (``verify.Seen``); nothing here reads
-a chain file again.
+verify.py reads every chain once and hands over what it saw (``verify_report.Seen``); nothing
+here reads a chain file again.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from recipe_ledger.errors import InputError
 from recipe_ledger.ledger import chain, signing
+from recipe_ledger.ledger.verify_report import Finding, Report, Seen
 
 if TYPE_CHECKING:
     from recipe_ledger.ledger.store import Ledger
-    from recipe_ledger.ledger.verify import Report, Seen
 
 
 def check(ledger: Ledger, seen: Seen, report: Report) -> None:
@@ -26,8 +26,6 @@ def check(ledger: Ledger, seen: Seen, report: Report) -> None:
 
 
 def _finding(report: Report, path: str, line: int | None, message: str) -> None:
-    from recipe_ledger.ledger.verify import Finding
-
     report.findings.append(Finding(path, line, message))
 
 

@@ -22,7 +22,8 @@ from typing import Protocol
 from recipe_ledger.errors import StateError
 from recipe_ledger.ledger import gitremote
 from recipe_ledger.ledger.store import Ledger
-from recipe_ledger.ledger.verify import Report, verify
+from recipe_ledger.ledger.verify import verify
+from recipe_ledger.ledger.verify_report import Report
 
 MAX_ROUNDS = 5  # pushes rejected as stale before giving up: each round is a fresh fetch and merge
 

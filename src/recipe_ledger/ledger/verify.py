@@ -37,71 +37,10 @@ from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.ledger import chain, gitinfo, semantics, signing, validcache
 from recipe_ledger.ledger.kinds import FORMAT_VERSION, STATUS_RELATIONS
 from recipe_ledger.ledger.store import Ledger, envelope_problem
+from recipe_ledger.ledger.verify_report import ChainState, Finding, Report, Seen
 
-MAX_FINDINGS_PER_FILE = 20  # after a splice every later line is "wrong"; the first few say it all
 TS_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 FUTURE_SLACK = timedelta(days=1)  # clocks drift; a day ahead is a wrong clock or a forged date
-
-
-@dataclass(frozen=True)
-class Finding:
-    path: str
-    line: int | None
-    message: str
-    torn: bool = False
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.message}" if self.line else f"{self.path}: {self.message}"
-
-
-@dataclass
-class Report:
-    entries: int = 0
-    chains: int = 0
-    findings: list[Finding] = field(default_factory=list)
-    notices: list[str] = field(default_factory=list)  # true, worth saying, not a failure (unsigned chains)
-    signed: list[str] = field(default_factory=list)  # writers whose head signature verified
-
-    @property
-    def ok(self) -> bool:
-        return not self.findings
-
-    @property
-    def only_torn(self) -> bool:
-        return bool(self.findings) and all(f.torn for f in self.findings)
-
-
-@dataclass
-class ChainState:
-    """What one chain's pass collects; semantics.py reads it after every chain was read."""
-
-    rel: str
-    writer: str
-    expected_seq: int = 0
-    prev: str | None = None
-    ts: str = ""
-    box: str | None = None
-    newer: int = 0  # payloads of a newer schema version than this tool reads: not checked
-    known: set[str] = field(default_factory=set)  # ids whose payload validated before (validcache.py)
-    validated: list[str] = field(default_factory=list)  # ids whose payload validated now
-    ids: list[str] = field(default_factory=list)  # by seq, for signed heads and witnesses
-    head: dict | None = None  # the signed head record read with the chain (signing.read_head)
-    findings: list[Finding] = field(default_factory=list)
-
-    def add(self, line: int | None, message: str, torn: bool = False) -> None:
-        if len(self.findings) < MAX_FINDINGS_PER_FILE:
-            self.findings.append(Finding(self.rel, line, message, torn))
-
-
-@dataclass
-class Seen:
-    """Every chain's entries as the cross-chain checks need them."""
-
-    writer_of: dict[str, str] = field(default_factory=dict)  # id -> writer
-    refs: list[tuple[str, int, str]] = field(default_factory=list)  # (chain, line, id referred to)
-    retractions: list[tuple[str, int, str, str]] = field(default_factory=list)  # chain, line, writer, target
-    witnesses: list[tuple[str, int, str, dict]] = field(default_factory=list)  # chain, line, writer, heads
-    chains: dict[str, ChainState] = field(default_factory=dict)  # writer -> its state
 
 
 def verify(ledger: Ledger, *, now: datetime | None = None, cache: bool = True) -> Report:
