@@ -710,11 +710,32 @@ def test_run_folders_are_found_in_evidence_folders_too(ledger, tmp_path):
             {"max-num-seqs": "8", "enforce-eager": "true"},
         ),
         (["serve", "--kv=fp8", "--tp", "2"], {"kv": "fp8", "tp": "2"}),
+        # Read as planning reads it (LaunchCommand): a flag keeps every value it takes, the last
+        # occurrence wins.
+        (
+            ["vllm", "serve", "/m", "--cpu-offload-params", "a", "b", "--tp", "1", "--tp=2"],
+            {"cpu-offload-params": "a b", "tp": "2"},
+        ),
     ],
 )
 def test_an_arm_reads_as_flags(argv, expected):
     settings = arm_settings({"argv": argv})
     assert {k.removeprefix("flag."): v for k, v in settings.items() if k.startswith("flag.")} == expected
+
+
+def test_an_arm_s_command_is_the_words_no_flag_owns():
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", "/m", "--x=1", "stray"]
+    settings = arm_settings({"argv": argv, "image": "img", "env": {"A": "1"}})
+    assert settings == {
+        "image": "img",
+        "model_sha256": "-",
+        "env.A": "1",
+        "flag.m": "sglang.launch_server",
+        "flag.model-path": "/m",
+        "flag.x": "1",
+        "command": "python stray",
+    }
+    assert arm_settings({"argv": ["--only", "flags"]})["command"] == "-"
 
 
 def test_only_what_differs_between_arms_becomes_child_params():

@@ -16,6 +16,7 @@ from typing import Any
 
 from recipe_ledger import runs
 from recipe_ledger.errors import LedgerError
+from recipe_ledger.recipes.flags import LaunchCommand
 from recipe_ledger.tracking.runspec import (
     ENTRY_TAG,
     MAX_PARAM,
@@ -213,7 +214,7 @@ def measurement_spec(
 
 def arm_differences(arms: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, str]]:
     """Per arm, the settings whose values differ between the arms: ``flag.<name>`` from the launch
-    command, ``env.<NAME>``, ``image``, ``model_sha256``, ``command`` (what precedes the flags).
+    command, ``env.<NAME>``, ``image``, ``model_sha256``, ``command`` (the words no flag owns).
     A setting an arm lacks is ``-``; what every arm shares is left out (it is on the parent)."""
     settings = {name: arm_settings(arm) for name, arm in arms.items()}
     names = sorted({k for values in settings.values() for k in values})
@@ -225,24 +226,13 @@ def arm_differences(arms: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str
 
 
 def arm_settings(arm: Mapping[str, Any]) -> dict[str, str]:
-    """An arm's launch as flat settings: every ``--flag [value]`` of its argv, its env, image, model."""
+    """An arm's launch as flat settings: ``flag.<name>`` per flag of its argv (its values joined by
+    spaces, ``true`` for a switch, the last occurrence winning), its env, image, model, and
+    ``command``: the words no flag owns. The argv is read by LaunchCommand, as planning reads it."""
     out = {"image": str(arm.get("image") or "-"), "model_sha256": str(arm.get("model_sha256") or "-")}
     out.update({f"env.{k}": str(v) for k, v in (arm.get("env") or {}).items()})
-    argv = [str(a) for a in arm.get("argv") or []]
-    command: list[str] = []
-    i = 0
-    while i < len(argv):
-        token = argv[i]
-        if not token.startswith("-") or token == "-":
-            command.append(token)
-            i += 1
-            continue
-        name, eq, value = token.lstrip("-").partition("=")
-        if not eq:
-            takes_value = i + 1 < len(argv) and not argv[i + 1].startswith("--")
-            value = argv[i + 1] if takes_value else "true"
-            i += 1 if takes_value else 0
-        out[f"flag.{name}"] = value
-        i += 1
-    out["command"] = " ".join(command) if command else "-"
+    command = LaunchCommand.parse([str(a) for a in arm.get("argv") or []])
+    for flag, values in command.settings().items():
+        out[f"flag.{flag.lstrip('-')}"] = " ".join(values) or "true"
+    out["command"] = " ".join(command.positionals()) or "-"
     return out
