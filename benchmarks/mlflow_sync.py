@@ -33,6 +33,7 @@ from pathlib import Path
 from synthetic_ledger import write_chains
 
 from recipe_ledger import tracking
+from recipe_ledger.tracking.mlflowstore import MlflowTrackingClient
 
 ARMS = ("control", "fast")
 POINTS = (1, 4)
@@ -176,7 +177,7 @@ def conditions() -> str:
 def single(repo: Path, uri: str, experiment: str, count: int) -> None:
     if uri.startswith("sqlite:"):
         started = time.perf_counter()
-        tracking.MlflowTrackingClient.open(uri, "store-creation")
+        MlflowTrackingClient.open(uri, "store-creation")
         print(f"store creation (schema migrations): {time.perf_counter() - started:.1f} s")
     for label in ("first sync", "second sync"):
         started, cpu = time.perf_counter(), time.process_time()
@@ -189,7 +190,7 @@ def single(repo: Path, uri: str, experiment: str, count: int) -> None:
 
 
 def concurrent(repo: Path, uri: str, experiment: str, count: int, writers: int) -> None:
-    tracking.MlflowTrackingClient.open(uri, experiment)  # the experiment exists before the writers start
+    MlflowTrackingClient.open(uri, experiment)  # the experiment exists before the writers start
     queue = multiprocessing.Queue()
     procs = [
         multiprocessing.Process(target=_sync, args=(repo, uri, experiment, queue)) for _ in range(writers)
@@ -205,7 +206,7 @@ def concurrent(repo: Path, uri: str, experiment: str, count: int, writers: int) 
     print(f"{writers} writers at once: {count} entries in {took:.1f} s = {count / took:.1f} entries/s")
     for seconds, _created, _repaired, text in results:
         print(f"  one writer: {seconds:.1f} s: {text.splitlines()[0]}")
-    client = tracking.MlflowTrackingClient.open(uri, experiment)
+    client = MlflowTrackingClient.open(uri, experiment)
     per_entry = Counter(run.entry_id for run in client.indexed_runs() if run.finished)
     duplicates = sum(n - 1 for n in per_entry.values() if n > 1)
     print(

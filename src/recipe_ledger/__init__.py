@@ -19,7 +19,7 @@ Package map (one owner per concern):
   redact       secrets out of everything written (pure)
   ledger/      the append-only hash chains under ledger/ (git through ledger.gitinfo only)
   releases/    release specs, pins, publish, diff, reproduce
-  tracking     the MLflow index of the ledger (the only user of mlflow and sqlite3)
+  tracking/    the MLflow index of the ledger (mlflow and sqlite3 each through one of its modules)
   runs         the run folder runs/<run_id>/: paths, versioned headers, one reading policy
   metrics      what a metric is: unit, direction, label, format, each engine's source
   tables       verified, non-retracted entries -> tables/*.csv|json|md (the dvc ``tables`` stage)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from recipe_ledger.ledger.views import dirty_flag
-from recipe_ledger.tracking import common_tags
+from recipe_ledger.tracking.entries import common_tags
 
 CLEAN = {"commit": "a" * 40, "dirty": False}
 LEGACY = {"commit": "b" * 40, "dirty": True}

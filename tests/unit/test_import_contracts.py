@@ -59,8 +59,10 @@ def copy_of_the_package(tmp_path: Path) -> Path:
 
 
 def add_import(copy: Path, module: str, statement: str) -> None:
-    """Append ``statement`` to ``module`` in the copy, creating the module if it is new."""
-    path = copy / "src" / Path(*module.split(".")).with_suffix(".py")
+    """Append ``statement`` to ``module`` in the copy (a package: to its ``__init__.py``), creating
+    the module if it is new."""
+    folder = copy / "src" / Path(*module.split("."))
+    path = folder / "__init__.py" if folder.is_dir() else folder.with_suffix(".py")
     text = path.read_text() if path.exists() else '"""A module added after the contracts were written."""\n'
     path.write_text(text + f"\n{statement}\n")
 
@@ -98,7 +100,10 @@ PROBES = [
     # (module that gains the import, the import, the library its contract forbids)
     ("recipe_ledger.cli.output", "import docker", "docker"),  # the issue's probe
     ("recipe_ledger.launch.server", "import docker", "docker"),  # launch, but not its docker owner
-    ("recipe_ledger.tracking", "import click", "click"),  # the issue's other probe
+    ("recipe_ledger.tracking", "import click", "click"),  # the issue's other probe (the package's __init__)
+    ("recipe_ledger.tracking.sync", "import mlflow", "mlflow"),  # tracking, but not mlflow's owner
+    ("recipe_ledger.tracking.export", "import sqlite3", "sqlite3"),  # export goes through localstore
+    ("recipe_ledger.tracking.localstore", "import mlflow", "mlflow"),  # sqlite3's owner is not mlflow's
     ("recipe_ledger.recipes.catalog", "import yaml", "yaml"),
     ("recipe_ledger.experiment.spec", "from ruamel.yaml import YAML", "ruamel"),  # the other YAML library
     ("recipe_ledger.releases.pins", "from git import Repo", "git"),

@@ -24,7 +24,8 @@ from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.redact import MARK, USER_NAMES_ENV, redact_env, redact_obj, redact_text
 from recipe_ledger.site import build_site
 from recipe_ledger.tables import write_tables
-from recipe_ledger.tracking import entry_spec, stage_redacted
+from recipe_ledger.tracking.entries import entry_spec
+from recipe_ledger.tracking.tree import stage_redacted
 
 from helpers.projects import REPO, make_project
 

@@ -15,20 +15,25 @@ from click.testing import CliRunner
 
 from recipe_ledger import runs, tracking
 from recipe_ledger.cli import main
+from recipe_ledger.errors import InputError
 from recipe_ledger.ledger import actions
 from recipe_ledger.ledger.store import Ledger
-from recipe_ledger.tracking import (
+from recipe_ledger.tracking import runfolder, tree
+from recipe_ledger.tracking.entries import entry_spec
+from recipe_ledger.tracking.runfolder import arm_differences, arm_settings, run_folder, run_roots
+from recipe_ledger.tracking.runspec import (
     ENTRY_TAG,
+    PROBLEMS_TAG,
+    RETRACTED_PREFIX,
     STATUS_TAG,
-    IndexedRun,
+    SYNC_TAG,
     RunSpec,
-    SyncReport,
-    entry_spec,
     key,
-    run_folder,
-    safe_uri,
-    sync_entries,
 )
+from recipe_ledger.tracking.sync import SyncReport, refusal, sync_entries
+from recipe_ledger.tracking.tree import STALE_MS, IndexedRun, SyncSession, create_tree, stage_redacted
+from recipe_ledger.tracking.uri import check_tracking_uri, safe_uri
+from recipe_ledger.tracking.view import VIEW_TAG, browse_url, experiment_tags
 
 RUN_ID = "wiring-20260101T000000Z-abcd"
 FP_CONTROL = "sha256:" + "a" * 64
@@ -188,8 +193,15 @@ def make_run_dir(runs_dir: Path, run_id: str = RUN_ID) -> Path:
 # ------------------------------------------------------------------------------ names and shapes
 
 
-def test_importing_the_module_does_not_import_mlflow():
-    code = "import sys, recipe_ledger.tracking, recipe_ledger.cli; assert 'mlflow' not in sys.modules"
+def test_importing_the_package_does_not_import_mlflow():
+    """Every module of the package imports on a bare GPU box: MLflow (and its SQLAlchemy) only on use."""
+    code = (
+        "import pkgutil, sys, recipe_ledger.cli, recipe_ledger.tracking as package\n"
+        "names = [m.name for m in pkgutil.iter_modules(package.__path__)]\n"
+        "assert len(names) > 5, names\n"
+        "for name in names: __import__('recipe_ledger.tracking.' + name)\n"
+        "assert not {'mlflow', 'sqlalchemy'} & set(sys.modules), names"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -348,7 +360,7 @@ def test_no_secret_reaches_a_tag_param_name_or_text(ledger, tmp_path, monkeypatc
 def test_files_are_uploaded_as_redacted_copies_and_binaries_are_withheld(tmp_path):
     run_dir = make_run_dir(tmp_path / "runs")
     staging = tmp_path / "staging"
-    withheld = tracking.stage_redacted(run_dir, ["server-control-r1.log", "raw/profile.bin"], staging)
+    withheld = stage_redacted(run_dir, ["server-control-r1.log", "raw/profile.bin"], staging)
     assert withheld == ["raw/profile.bin"]
     assert SECRET not in (staging / "server-control-r1.log").read_text()
     assert "ready" in (staging / "server-control-r1.log").read_text()
@@ -469,7 +481,7 @@ def test_a_torn_line_in_the_run_folder_is_reported_by_the_sync_and_on_the_run(le
     assert f"run-folder lines not indexed: {where}" in str(report)
     parent = store.runs[report.runs[result["id"]]]
     assert len(store.child_run_ids(report.runs[result["id"]])) == 8  # the good lines are all indexed
-    assert parent.tags[tracking.PROBLEMS_TAG].startswith(where)
+    assert parent.tags[PROBLEMS_TAG].startswith(where)
 
 
 def test_a_run_folder_written_with_headers_reads_as_one_written_without(ledger, tmp_path):
@@ -522,7 +534,7 @@ def test_duplicates_from_two_syncs_at_once_are_reduced_to_one(ledger, tmp_path):
     result = add_result(ledger)
     store = FakeStore()
     first = sync(store, ledger, tmp_path / "runs").runs[result["id"]]
-    duplicate = tracking.create_tree(store, entry_spec(result, tmp_path / "runs"))
+    duplicate = create_tree(store, entry_spec(result, tmp_path / "runs"))
     report = sync(store, ledger, tmp_path / "runs")
     assert report.repaired == 1 and report.runs[result["id"]] == first and store.runs[duplicate].deleted
 
@@ -583,9 +595,9 @@ def test_export_refuses_a_non_empty_folder_and_a_remote_store(tmp_path):
     fake_store(tmp_path)
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "x").write_text("")
-    with pytest.raises(tracking.InputError, match="not empty"):
+    with pytest.raises(InputError, match="not empty"):
         tracking.export_local_store(tmp_path, tmp_path / "out")
-    with pytest.raises(tracking.InputError, match="local SQLite"):
+    with pytest.raises(InputError, match="local SQLite"):
         tracking.export_local_store(tmp_path, tmp_path / "out2", "http://mlflow.lab:5000")
 
 
@@ -594,9 +606,9 @@ def test_a_server_refusing_this_host_gets_a_hint_naming_allowed_hosts():
         "API request failed with error code 403 != 200. Response body: 'Invalid Host header - possible DNS"
     )
     report = SyncReport("http://mlflow.lab:5000", "x")
-    error = tracking.refusal(message, "http://u:p@mlflow.lab:5000", report)
+    error = refusal(message, "http://u:p@mlflow.lab:5000", report)
     assert "--allowed-hosts mlflow.lab:5000" in error.hint
-    assert tracking.refusal("anything else", "http://x", report).hint.startswith("ledger mlflow sync")
+    assert refusal("anything else", "http://x", report).hint.startswith("ledger mlflow sync")
 
 
 @pytest.mark.parametrize(
@@ -634,17 +646,17 @@ def test_a_server_refusing_this_host_gets_a_hint_naming_allowed_hosts():
 )
 def test_a_refusal_is_one_line_saying_what_happened_and_what_to_run(message, says, hint):
     report = SyncReport("http://127.0.0.1:5000", "x", created=3)
-    error = tracking.refusal(message, "http://127.0.0.1:5000", report)
+    error = refusal(message, "http://127.0.0.1:5000", report)
     assert says in error.message and hint in error.hint and "\n" not in error.one_line()
     assert "3 created" in error.message and "the ledger is untouched" in error.message
 
 
 @pytest.mark.parametrize("uri", ["mlflow.lab:5000", "htp://mlflow.lab", "http://", "localhost"])
 def test_what_is_not_a_tracking_uri_is_refused_before_anything_is_contacted(uri):
-    with pytest.raises(tracking.InputError, match="is not a tracking URI"):
-        tracking.check_tracking_uri(uri)
-    tracking.check_tracking_uri("sqlite:///x.db")
-    tracking.check_tracking_uri("postgresql+psycopg://u@h/db")
+    with pytest.raises(InputError, match="is not a tracking URI"):
+        check_tracking_uri(uri)
+    check_tracking_uri("sqlite:///x.db")
+    check_tracking_uri("postgresql+psycopg://u@h/db")
 
 
 def test_a_sync_of_indexed_entries_reads_no_run_folder(ledger, tmp_path, monkeypatch):
@@ -657,8 +669,8 @@ def test_a_sync_of_indexed_entries_reads_no_run_folder(ledger, tmp_path, monkeyp
     def refuse(*_args, **_kwargs):
         raise AssertionError("an indexed entry's run folder was read again")
 
-    monkeypatch.setattr(tracking, "read_records", refuse)
-    monkeypatch.setattr(tracking, "stage_redacted", refuse)
+    monkeypatch.setattr(runfolder, "read_records", refuse)  # where with_run_folder looks it up
+    monkeypatch.setattr(tree, "stage_redacted", refuse)  # where create_tree / attach_late_files do
     assert sync(store, ledger, tmp_path / "runs").skipped == 1
 
 
@@ -676,17 +688,17 @@ def test_a_failure_ends_failed_and_a_retraction_ends_killed_with_a_visible_name(
     assert parent.status == "FINISHED" and parent.name == RUN_ID
     actions.retract(ledger, result["id"], reason="miscalibrated", writer="box-a", git=None)
     sync(store, ledger, runs_dir)
-    assert parent.status == "KILLED" and parent.name == tracking.RETRACTED_PREFIX + RUN_ID
+    assert parent.status == "KILLED" and parent.name == RETRACTED_PREFIX + RUN_ID
     assert {store.runs[c].status for c in store.child_run_ids(report.runs[result["id"]])} == {"KILLED"}
     # Indexed after the retraction, from nothing, it looks the same.
     fresh = FakeStore()
     run = fresh.runs[sync(fresh, ledger, runs_dir).runs[result["id"]]]
-    assert (run.status, run.name) == ("KILLED", tracking.RETRACTED_PREFIX + RUN_ID)
+    assert (run.status, run.name) == ("KILLED", RETRACTED_PREFIX + RUN_ID)
 
 
 def test_run_folders_are_found_in_evidence_folders_too(ledger, tmp_path):
     make_run_dir(tmp_path / "evidence" / "tiny-study")
-    spec = entry_spec(add_result(ledger), tracking.run_roots(tmp_path))
+    spec = entry_spec(add_result(ledger), run_roots(tmp_path))
     assert spec.run_dir == tmp_path / "evidence" / "tiny-study" / RUN_ID and len(spec.children) == 8
 
 
@@ -698,11 +710,32 @@ def test_run_folders_are_found_in_evidence_folders_too(ledger, tmp_path):
             {"max-num-seqs": "8", "enforce-eager": "true"},
         ),
         (["serve", "--kv=fp8", "--tp", "2"], {"kv": "fp8", "tp": "2"}),
+        # Read as planning reads it (LaunchCommand): a flag keeps every value it takes, the last
+        # occurrence wins.
+        (
+            ["vllm", "serve", "/m", "--cpu-offload-params", "a", "b", "--tp", "1", "--tp=2"],
+            {"cpu-offload-params": "a b", "tp": "2"},
+        ),
     ],
 )
 def test_an_arm_reads_as_flags(argv, expected):
-    settings = tracking.arm_settings({"argv": argv})
+    settings = arm_settings({"argv": argv})
     assert {k.removeprefix("flag."): v for k, v in settings.items() if k.startswith("flag.")} == expected
+
+
+def test_an_arm_s_command_is_the_words_no_flag_owns():
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", "/m", "--x=1", "stray"]
+    settings = arm_settings({"argv": argv, "image": "img", "env": {"A": "1"}})
+    assert settings == {
+        "image": "img",
+        "model_sha256": "-",
+        "env.A": "1",
+        "flag.m": "sglang.launch_server",
+        "flag.model-path": "/m",
+        "flag.x": "1",
+        "command": "python stray",
+    }
+    assert arm_settings({"argv": ["--only", "flags"]})["command"] == "-"
 
 
 def test_only_what_differs_between_arms_becomes_child_params():
@@ -710,22 +743,22 @@ def test_only_what_differs_between_arms_becomes_child_params():
         "control": {"argv": ["serve", "--max-num-seqs", "1", "--dtype", "bf16"], "env": {"A": "1"}},
         "lane": {"argv": ["serve", "--dtype", "bf16"], "env": {"A": "2"}},
     }
-    assert tracking.arm_differences(arms) == {
+    assert arm_differences(arms) == {
         "control": {"env.A": "1", "flag.max-num-seqs": "1"},
         "lane": {"env.A": "2", "flag.max-num-seqs": "-"},
     }
 
 
 def test_the_experiment_carries_a_view_the_printed_link_opens():
-    tags = tracking.experiment_tags()
-    view = json.loads(tags[tracking.VIEW_TAG])
+    tags = experiment_tags()
+    view = json.loads(tags[VIEW_TAG])
     assert "params.`arm`" in view["selectedColumns"] and "tags.`ledger.status`" in view["selectedColumns"]
-    url = tracking.browse_url("http://u:pw@mlflow.lab:5000", "7")
+    url = browse_url("http://u:pw@mlflow.lab:5000", "7")
     assert (
         url
         == "http://mlflow.lab:5000/#/experiments/7/runs?workflowType=machine_learning&viewStateShareKey=ledger"
     )
-    assert tracking.browse_url("sqlite:///x.db", "7") is None
+    assert browse_url("sqlite:///x.db", "7") is None
 
 
 class SlowStore(FakeStore):
@@ -777,25 +810,25 @@ def test_two_syncs_at_the_same_moment_leave_one_run_per_entry(ledger, tmp_path):
     assert store2.runs[second[0].runs[result["id"]]].deleted  # the other sync's run, removed by the first
 
 
-def stranger(pid: int = 0) -> tracking.SyncSession:
+def stranger(pid: int = 0) -> SyncSession:
     """Another box's sync, started just now (its RUNNING runs are work in progress)."""
-    here = tracking.SyncSession.here()
-    return tracking.SyncSession("other-box", pid or here.pid, "feedbeef", here.started_ms)
+    here = SyncSession.here()
+    return SyncSession("other-box", pid or here.pid, "feedbeef", here.started_ms)
 
 
 def test_a_sync_that_died_on_this_host_is_recognized_and_another_hosts_is_waited_for(tmp_path):
-    here = tracking.SyncSession.here()
+    here = SyncSession.here()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
 
     def run(tag):
-        return IndexedRun("r", "e", False, 0, {tracking.SYNC_TAG: tag}, "RUNNING")
+        return IndexedRun("r", "e", False, 0, {SYNC_TAG: tag}, "RUNNING")
 
     assert here.abandoned(run(f"{here.host} {dead.pid} 00000000 {here.started_ms}"))
     assert not here.abandoned(run(f"{here.host} {here.pid} {here.nonce} {here.started_ms}"))  # its own
     assert here.abandoned(run(f"{here.host} {here.pid} 0badc0de {here.started_ms}"))  # an earlier one here
     assert not here.abandoned(run(f"other-box 1 00000000 {here.started_ms - 60_000}"))
-    assert here.abandoned(run(f"other-box 1 00000000 {here.started_ms - tracking.STALE_MS - 1}"))
+    assert here.abandoned(run(f"other-box 1 00000000 {here.started_ms - STALE_MS - 1}"))
     assert here.abandoned(run(""))
 
 
@@ -808,7 +841,7 @@ def test_a_sync_into_a_local_store_looks_entries_up_only_once_another_sync_is_se
     assert alone.lookups == 30  # nobody else at work: no lookup before making a run, one in the post-check
 
     shared = FakeStore()
-    busy = tracking.create_tree(shared, entry_spec(ledger.entries()[0], tmp_path / "runs"), stranger())
+    busy = create_tree(shared, entry_spec(ledger.entries()[0], tmp_path / "runs"), stranger())
     shared.runs[busy].status = "RUNNING"  # another box's sync, building a run right now
     report = sync_entries(shared, ledger.entries(), tmp_path / "runs", SyncReport("fake://", "x"))
     assert shared.lookups >= 25 + 29 and report.created == 29 and report.elsewhere == 1

@@ -3,7 +3,8 @@
 A vLLM command line mixes ``--flag value``, ``--flag=value``, boolean switches and flags that
 take several values (``--cpu-offload-params a b``). Fit arithmetic reads values from it and the
 lint looks for one flag written two ways; both go through ``parse_flags``. Planning a run edits a
-command through ``LaunchCommand``: parsed once, edited as options, rendered once.
+command through ``LaunchCommand``: parsed once, edited as options, rendered once; the MLflow index
+reads an arm's flags and program words from it too (``settings``, ``positionals``).
 """
 
 from __future__ import annotations
@@ -165,3 +166,14 @@ class LaunchCommand:
             if option.name == name and option.values:
                 return option.values[0]
         return None
+
+    def settings(self) -> dict[str, tuple[str, ...]]:
+        """``{flag: the values of its last occurrence}`` (``()`` for a switch), in the order the
+        flags first appear: what the server reads, since the last occurrence wins."""
+        return {option.name: option.values for option in self.options if option.name is not None}
+
+    def positionals(self) -> tuple[str, ...]:
+        """The words no flag owns, in order: the program words, then any word after a
+        ``--name=value`` (a joined flag takes no further word)."""
+        unowned = (word for option in self.options if option.name is None for word in option.values)
+        return (*self.program, *unowned)
