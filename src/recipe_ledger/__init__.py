@@ -12,6 +12,8 @@ Package map (one owner per concern):
   experiment/  the experiment spec (experiments/*.yaml)
   pipeline/    the one place the stages are wired: plan, preflight, measure, run, record
   launch/      servers as a process group or a docker container (the only user of docker)
+  engines/     one module per serving engine (vllm, sglang, the stand-in none) behind one class,
+               found by name (built-ins and ``recipe_ledger.engines`` entry points)
   instruments/ benchmark clients -> normalized metrics, raw files hashed
   verdict      candidate vs control with calibrated noise (pure)
   stats        Student t, chi-square, sigma upper bounds, sample stdev: the verdict's arithmetic (pure)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from recipe_ledger.engines.vllm import ENGINE as VLLM
 from recipe_ledger.errors import InputError
 from recipe_ledger.instruments import aiperf_replay
 from recipe_ledger.instruments.base import InvalidPoint, MeasureContext
@@ -51,6 +52,7 @@ def server(tmp_path_factory) -> Iterator[str]:
         health_timeout_s=300,
         log_path=root / "server.log",
         run_id="aiperf-real",
+        engine=VLLM,
     )
     with ProcessLauncher().start(spec) as running:
         yield running.base_url

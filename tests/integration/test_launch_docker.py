@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from recipe_ledger.engines.vllm import ENGINE as VLLM
 from recipe_ledger.launch import BootFailure, DockerLauncher, LaunchSpec, cleanup_containers, port_is_free
 from recipe_ledger.launch.containers import LABEL_MANAGED, LABEL_RUN, container_options
 from recipe_ledger.launch.spec import grantable_memlock
@@ -70,6 +71,7 @@ def make_spec(tmp_path: Path, test_image, run_id: str) -> Callable[..., LaunchSp
             "image": test_image.id,  # by content id, the local stand-in for a pinned digest
             "init": True,  # busybox httpd as PID 1 would ignore SIGTERM; docker-init forwards it
             "ulimit_memlock": MEMLOCK,
+            "engine": VLLM,
         }
         fields.update(changes)
         return LaunchSpec(**fields)  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from recipe_ledger.engines.vllm import ENGINE as VLLM
 from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.launch import (
     BootFailure,
@@ -68,6 +69,7 @@ def make_spec(tmp_path: Path) -> Callable[..., LaunchSpec]:
             health_timeout_s=timeout_s,
             log_path=tmp_path / "runs" / "server-control-r1.log",
             run_id="test-control-r1",
+            engine=VLLM,
         )
 
     return build

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from recipe_ledger import engines
+from recipe_ledger.engines.sglang_api import CacheFlushFailed, flush_cache, generate_problem
 from recipe_ledger.launch import BootFailure, LaunchSpec, ProcessLauncher, live_servers, stop_all
 from recipe_ledger.launch.ports import port_is_free
-from recipe_ledger.launch.sglang_api import CacheFlushFailed, flush_cache, generate_problem
 
 from helpers import FAKE_SERVER
 from helpers.net import free_port
@@ -34,7 +35,7 @@ def make_spec(tmp_path: Path) -> Callable[..., LaunchSpec]:
             health_timeout_s=20.0,
             log_path=tmp_path / "runs" / "server-sglang-r1.log",
             run_id="test-sglang-r1",
-            engine=engine,
+            engine=engines.get(engine),
         )
 
     return build

@@ -14,8 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from recipe_ledger.engines.sglang import ENGINE as SGLANG
+from recipe_ledger.engines.sglang_api import generate_problem
 from recipe_ledger.launch import LaunchSpec, ProcessLauncher, port_is_free
-from recipe_ledger.launch.sglang_api import generate_problem
 
 from helpers.resources import REPO, SGLANG_PYTHON, TINY_MODEL, require
 
@@ -64,7 +65,7 @@ def test_the_printed_sglang_command_boots_the_tiny_model(tmp_path):
         health_timeout_s=BOOT_TIMEOUT_S,
         log_path=tmp_path / "server.log",
         run_id="printed-sglang",
-        engine="sglang",  # ready = /health and one real generation
+        engine=SGLANG,  # ready = /health and one real generation
     )
     with ProcessLauncher().start(spec) as server:
         server.wait_until_ready()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from recipe_ledger.engines.vllm import ENGINE as VLLM
 from recipe_ledger.launch import LaunchSpec, ProcessLauncher
 
 from helpers.net import free_port
@@ -52,6 +53,7 @@ def moe_spec(log_dir: Path, dump_dir: Path) -> LaunchSpec:
         health_timeout_s=300.0,
         log_path=log_dir / "server-moe.log",
         run_id="routing-moe-r1",
+        engine=VLLM,  # readiness by /health alone, as this test always launched it
     )
 
 

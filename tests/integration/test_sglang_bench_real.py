@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from recipe_ledger.engines import sglang_api
+from recipe_ledger.engines.sglang import ENGINE as SGLANG
 from recipe_ledger.instruments import server_metrics, sglang_bench, tail, vllm_bench
 from recipe_ledger.instruments.base import MeasureContext
-from recipe_ledger.launch import sglang_api
 from recipe_ledger.pipeline.measure import client_env
 
 from helpers import resources
@@ -83,7 +84,7 @@ def test_bench_serving_measures_sglang_point_by_point(sglang_server, tmp_path):
             str(SGLANG_PYTHON), OPTIONS, context(tmp_path, sglang_server, point), env=client_env()
         )
         server = server_metrics.point_metrics(
-            before, server_metrics.scrape(sglang_server), sglang_server, "sglang"
+            before, server_metrics.scrape(sglang_server), sglang_server, SGLANG
         )
         assert m.instrument_version.startswith("sglang ")
         assert m.metrics["completed"] == OPTIONS["num_prompts"] and m.metrics["failed"] == 0
@@ -116,7 +117,7 @@ def test_the_tail_test_busts_sglangs_radix_cache_and_refuses_a_shared_prefix(
         str(resources.SERVE_VLLM), options, context(tmp_path, sglang_server, 1), env=client_env()
     )
     counters = server_metrics.point_metrics(
-        before, server_metrics.scrape(sglang_server), sglang_server, "sglang"
+        before, server_metrics.scrape(sglang_server), sglang_server, SGLANG
     )
     assert m.metrics["completed"] == 6 and m.metrics["prefill_tps"] > 0
     assert m.metrics["ttft_ms_p99"] >= m.metrics["ttft_ms_p50"] > 0

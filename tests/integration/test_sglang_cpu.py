@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from recipe_ledger.engines.vllm import ENGINE as VLLM
 from recipe_ledger.launch import BootFailure, LaunchSpec, ProcessLauncher, ProcessServer, port_is_free
 from recipe_ledger.launch.process import group_is_gone
 
@@ -66,6 +67,7 @@ def sglang_spec(log_dir: Path, *extra_flags: str, run_id: str = "sglang-control-
         health_timeout_s=BOOT_TIMEOUT_S,
         log_path=log_dir / f"server-{run_id}.log",
         run_id=run_id,
+        engine=VLLM,  # readiness by /health alone, as these tests always launched it
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from recipe_ledger.engines.vllm import ENGINE as VLLM
 from recipe_ledger.instruments import server_metrics, tail
 from recipe_ledger.instruments.base import MeasureContext
 from recipe_ledger.launch.process import ProcessLauncher
@@ -49,6 +50,7 @@ def server(tmp_path_factory) -> Iterator[RunningServer]:
         health_timeout_s=300,
         log_path=root / "server.log",
         run_id="tail-real",
+        engine=VLLM,
     )
     with ProcessLauncher().start(spec) as running:
         yield running
@@ -59,7 +61,7 @@ def run_tail(server: RunningServer, tmp_path: Path, options: dict) -> tuple[dict
     before = server_metrics.scrape(server.base_url)
     ctx = MeasureContext("control", 1, 1, 1001, tmp_path / "raw", server.base_url, "tiny", str(TINY_MODEL))
     m = tail.measure(str(SERVE_VLLM), options, ctx, env=client_env())
-    return m.metrics, server_metrics.derive(before, server_metrics.scrape(server.base_url))
+    return m.metrics, server_metrics.derive(before, server_metrics.scrape(server.base_url), VLLM)
 
 
 def test_cache_busting_leaves_the_cache_nothing_and_reports_the_tail(server, tmp_path):

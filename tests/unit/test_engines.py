@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from recipe_ledger.engines import sglang as sglang_engine
 from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.experiment.engines import check_one_client_per_bar, clients_by_bar, why_cannot_measure
 from recipe_ledger.experiment.spec import Experiment, Instrument, load_experiment
@@ -202,45 +203,52 @@ def sglang_arm(env: dict[str, str] | None = None, argv: list[str] | None = None)
     )
 
 
+def check_caches(arm: ArmPlan, caches: list[sglang_engine.CompileCache]) -> str | None:
+    return sglang_engine.check_compile_caches(arm.name, preflight.autotune_fingerprint(arm.argv), caches)
+
+
 def test_compile_cache_roots_follow_the_servers_environment():
     home = Path("/home/u")
-    default = preflight.sglang_compile_caches({}, home, "u")
+    default = sglang_engine.compile_caches({}, home, "u")
     assert [c.path for c in default] == [
         home / ".triton" / "cache",
         home / ".tilelang" / "cache",
         Path("/tmp/torchinductor_u"),
     ]
-    moved = preflight.sglang_compile_caches({"TRITON_CACHE_DIR": "/fast/triton"}, home, "u")
+    moved = sglang_engine.compile_caches({"TRITON_CACHE_DIR": "/fast/triton"}, home, "u")
     assert moved[0].path == Path("/fast/triton") and moved[1:] == default[1:]
 
 
 def test_empty_compile_caches_announce_a_cold_compile_then_a_new_flag_set_then_nothing(tmp_path):
-    caches = preflight.sglang_compile_caches({}, tmp_path, "u")
-    caches[2] = preflight.CompileCache("torch inductor", "TORCHINDUCTOR_CACHE_DIR", tmp_path / "inductor")
+    caches = sglang_engine.compile_caches({}, tmp_path, "u")
+    caches[2] = sglang_engine.CompileCache("torch inductor", "TORCHINDUCTOR_CACHE_DIR", tmp_path / "inductor")
     arm = sglang_arm()
-    cold = preflight.check_sglang_compile_caches(arm, caches)
+    cold = check_caches(arm, caches)
     assert "compile caches are empty" in cold and "TileLang" in cold and "$TRITON_CACHE_DIR" in cold
     for cache in caches:
         cache.path.mkdir(parents=True)
         (cache.path / "kernel.bin").write_text("x")
-    assert "is new to SGLang's compile caches" in preflight.check_sglang_compile_caches(arm, caches)
+    assert "is new to SGLang's compile caches" in check_caches(arm, caches)
     env = {"TRITON_CACHE_DIR": str(caches[0].path), "TILELANG_CACHE_DIR": str(caches[1].path)}
     preflight.remember_flagset(sglang_arm(env))
-    assert preflight.check_sglang_compile_caches(arm, caches) is None
+    assert check_caches(arm, caches) is None
     other = sglang_arm(argv=[*SGLANG_ARGV, "--tp-size", "4"])
-    assert preflight.check_sglang_compile_caches(other, caches) is not None
+    assert check_caches(other, caches) is not None
 
 
 def test_a_container_without_its_compile_caches_mounted_is_announced():
     arm = sglang_arm({"TORCHINDUCTOR_CACHE_DIR": "/root/.cache/inductor"})
-    lost = preflight.unpersisted_container_caches(arm, {"/srv/triton": "/root/.triton"})
+    lost = sglang_engine.unpersisted_container_caches(arm.env, {"/srv/triton": "/root/.triton"})
     assert [c.name for c in lost] == ["TileLang", "torch inductor"]
     volumes = {
         "/srv/triton": "/root/.triton",
         "/srv/tl": "/root/.tilelang/cache:rw",
         "/srv/c": "/root/.cache",
     }
-    assert preflight.unpersisted_container_caches(arm, volumes) == []
+    assert sglang_engine.unpersisted_container_caches(arm.env, volumes) == []
+    notice = preflight.boot_cache_notice(arm, {"/srv/triton": "/root/.triton"})
+    assert "die with it" in notice and "TileLang (/root/.tilelang/cache)" in notice
+    assert preflight.boot_cache_notice(arm, volumes) is None
 
 
 # --- the record ----------------------------------------------------------------------------------

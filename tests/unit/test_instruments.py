@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+from recipe_ledger.engines.vllm import ENGINE as VLLM
 from recipe_ledger.instruments import command, server_metrics, tail, vllm_bench
 from recipe_ledger.instruments.base import InstrumentError, MeasureContext, last_json_object, option_flags
 
@@ -81,7 +82,7 @@ vllm:iteration_tokens_total_count{engine="0"} 200
 
 def test_server_counters_become_interval_metrics():
     derived = server_metrics.derive(
-        server_metrics.parse_prometheus(PROM_BEFORE), server_metrics.parse_prometheus(PROM_AFTER)
+        server_metrics.parse_prometheus(PROM_BEFORE), server_metrics.parse_prometheus(PROM_AFTER), VLLM
     )
     assert derived["prefix_cache_hit_rate"] == pytest.approx(50 / 200)
     assert derived["spec_accept_len"] == pytest.approx(1 + 240 / 100)
@@ -90,7 +91,7 @@ def test_server_counters_become_interval_metrics():
 
 
 def test_no_metrics_endpoint_gives_nothing_not_an_error():
-    assert server_metrics.derive(None, {}) == {}
+    assert server_metrics.derive(None, {}, VLLM) == {}
     assert server_metrics.scrape("http://127.0.0.1:9") is None
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from recipe_ledger.engines.vllm import ENGINE as VLLM
 from recipe_ledger.errors import InputError, LedgerError
 from recipe_ledger.launch import BOOT_CAUSES, BootFailure, LaunchSpec, classify_boot_failure
 from recipe_ledger.launch.failures import read_log, redacted_tail
@@ -95,17 +96,17 @@ STILL_LOADING = "INFO 11-29 02:14:07 [gpu_model_runner.py:2301] Loading model we
     ],
 )
 def test_classify_boot_failure(log_text: str, exit_code: int | None, timed_out: bool, expected: str) -> None:
-    assert classify_boot_failure(log_text, exit_code, timed_out) == expected
+    assert classify_boot_failure(log_text, exit_code, timed_out, VLLM) == expected
 
 
 def test_an_oom_logged_before_a_hang_is_reported_as_oom_not_timeout() -> None:
-    assert classify_boot_failure(VLLM_CUDA_OOM + STILL_LOADING, None, True) == "out_of_memory"
+    assert classify_boot_failure(VLLM_CUDA_OOM + STILL_LOADING, None, True, VLLM) == "out_of_memory"
 
 
 def test_every_classifier_answer_is_a_known_cause() -> None:
     logs = [VLLM_CUDA_OOM, ARGPARSE_UNRECOGNIZED, UVICORN_PORT_TAKEN, PLAIN_CRASH, ""]
     answers = {
-        classify_boot_failure(text, code, late)
+        classify_boot_failure(text, code, late, VLLM)
         for text in logs
         for code in (None, 1)
         for late in (True, False)
@@ -157,6 +158,7 @@ def make_spec(**changes: object) -> LaunchSpec:
         "health_timeout_s": 240,
         "log_path": "/tmp/runs/server-control-r1.log",
         "run_id": "exp1-control-r1",
+        "engine": VLLM,
     }
     fields.update(changes)
     return LaunchSpec(**fields)  # type: ignore[arg-type]
@@ -225,6 +227,7 @@ def test_docker_spec_defaults() -> None:
         ({"container_port": 8000}, "container_port"),  # host network publishes nothing
         ({"network": "bridge", "container_port": 0}, "container_port"),
         ({"ulimit_memlock": -2}, "ulimit_memlock"),
+        ({"engine": "vllm"}, "engine"),  # a name is not an engine: recipe_ledger.engines.get(name) is
     ],
 )
 def test_spec_rejects_bad_fields_naming_the_field(changes: dict[str, object], field_name: str) -> None:

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from recipe_ledger.engines.none import ENGINE as STAND_IN
+from recipe_ledger.engines.sglang import ENGINE as SGLANG
+from recipe_ledger.engines.vllm import ENGINE as VLLM
 from recipe_ledger.launch import BOOT_CAUSES, classify_boot_failure
 from recipe_ledger.launch.failures import hint_for
 
@@ -98,24 +101,36 @@ SGLANG_STILL_LOADING = "[2025-11-29 02:40:00 TP0] Load weight begin. avail mem=1
 def test_sglang_boot_logs_are_classified(
     log_text: str, exit_code: int | None, timed_out: bool, expected: str
 ):
-    assert classify_boot_failure(log_text, exit_code, timed_out) == expected
+    assert classify_boot_failure(log_text, exit_code, timed_out, SGLANG) == expected
 
 
 def test_a_scheduler_crash_is_not_mistaken_for_memory_or_flags():
     # "Received sigquit" and "Scheduler hit an exception" are how every SGLang failure ends; they
     # must not pull a cause of their own, or every crash would read as the same thing.
     ending = "Received sigquit from a child process. It usually means the child failed.\n"
-    assert classify_boot_failure(ending, 1, False) == "crash"
-    assert classify_boot_failure(ending, None, True) == "timeout"
+    assert classify_boot_failure(ending, 1, False, SGLANG) == "crash"
+    assert classify_boot_failure(ending, None, True, SGLANG) == "timeout"
+
+
+def test_each_engine_reads_its_own_out_of_memory_words():
+    # SGLang's static-pool message is SGLang's; vLLM's negative KV budget is vLLM's (and the
+    # stand-in's, which reads logs the vLLM way); CUDA's own words mean memory for every engine.
+    vllm_kv = "INFO [gpu_worker.py:276] Available KV cache memory: -0.37 GiB\n"
+    assert classify_boot_failure(SGLANG_NOT_ENOUGH_MEMORY, 1, False, VLLM) == "crash"
+    assert classify_boot_failure(vllm_kv, None, True, SGLANG) == "timeout"
+    assert classify_boot_failure(vllm_kv, None, True, STAND_IN) == "out_of_memory"
+    for engine in (VLLM, SGLANG, STAND_IN):
+        assert classify_boot_failure(SGLANG_CUDA_GRAPH_OOM, 1, False, engine) == "out_of_memory"
 
 
 def test_generate_failed_is_a_known_cause_with_its_own_next_command():
     assert "generate_failed" in BOOT_CAUSES
-    assert "first real request failed" in hint_for("generate_failed", Path("/runs/s.log"), 30000, "sglang")
+    assert "first real request failed" in hint_for("generate_failed", Path("/runs/s.log"), 30000, SGLANG)
 
 
 def test_the_memory_hint_names_the_engines_own_knobs():
     log = Path("/runs/s.log")
-    assert "--mem-fraction-static" in hint_for("out_of_memory", log, 30000, "sglang")
-    assert "--gpu-memory-utilization" in hint_for("out_of_memory", log, 8000, "vllm")
-    assert hint_for("out_of_memory", log, 8000) == hint_for("out_of_memory", log, 8000, "vllm")
+    assert "--mem-fraction-static" in hint_for("out_of_memory", log, 30000, SGLANG)
+    assert "--gpu-memory-utilization" in hint_for("out_of_memory", log, 8000, VLLM)
+    # A stand-in server (engine "none") gets vLLM's knobs, as every server did before engines.
+    assert hint_for("out_of_memory", log, 8000, STAND_IN) == hint_for("out_of_memory", log, 8000, VLLM)

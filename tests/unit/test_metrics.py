@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from recipe_ledger import metrics
+from recipe_ledger.engines.vllm import ENGINE as VLLM
 from recipe_ledger.instruments import server_metrics, vllm_bench
 from recipe_ledger.pipeline.measure import PointRecord
 from recipe_ledger.pipeline.run import summary_metrics
@@ -44,7 +45,7 @@ def test_what_vllm_bench_serve_reports_is_in_the_table():
 def test_what_the_server_counters_give_is_in_the_table():
     before = {name: 0.0 for name in ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total")}
     after = {"vllm:prefix_cache_hits_total": 5.0, "vllm:prefix_cache_queries_total": 10.0}
-    derived = server_metrics.derive(before, after)
+    derived = server_metrics.derive(before, after, VLLM)
     assert derived and set(derived) <= set(metrics.METRICS)
 
 

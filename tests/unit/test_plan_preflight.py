@@ -151,9 +151,9 @@ def test_a_new_flag_set_is_announced_once(tmp_path):
         None,
         "m",
     )
-    assert "new to the kernel cache" in preflight.check_autotune_cache(arm)
+    assert "new to the kernel cache" in preflight.boot_cache_notice(arm)
     preflight.remember_flagset(arm)
-    assert preflight.check_autotune_cache(arm) is None
+    assert preflight.boot_cache_notice(arm) is None
 
 
 def test_the_experiment_schema_is_printed_and_describes_the_arms():

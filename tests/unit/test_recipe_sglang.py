@@ -12,18 +12,13 @@ import pytest
 from click.testing import CliRunner
 
 from recipe_ledger.cli import main
+from recipe_ledger.engines.sglang import ENGINE as SGLANG
 from recipe_ledger.errors import InputError, SpecError
 from recipe_ledger.recipes.catalog import RecipeRoot
 from recipe_ledger.recipes.command import CommandRequest, resolve_for_people, text_for_people
-from recipe_ledger.recipes.flags import flag_values, last_value
+from recipe_ledger.recipes.flags import LaunchCommand, flag_values, last_value
 from recipe_ledger.recipes.lint import Vocabulary, lint_recipe
-from recipe_ledger.recipes.sglang import (
-    LAUNCH_PROGRAM,
-    SGLANG_DEFAULT_PORT,
-    model_path,
-    translate_vllm_args,
-    with_model_path,
-)
+from recipe_ledger.recipes.sglang import LAUNCH_PROGRAM, SGLANG_DEFAULT_PORT, model_path, translate_vllm_args
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT_RECIPES = REPO / "recipes"
@@ -227,9 +222,9 @@ def test_docker_form_listens_on_all_interfaces_at_the_port(root):
     assert "-e" in docker_argv and "A=model" in docker_argv
 
 
-def test_with_model_path_replaces_the_model_in_place():
+def test_the_sglang_engine_replaces_the_model_in_place():
     argv = [*LAUNCH_PROGRAM, "--model-path", "org/t", "--tp-size", "1"]
-    assert with_model_path(argv, "/models/t") == [
+    assert SGLANG.with_model(LaunchCommand.parse(argv), "/models/t").render() == [
         *LAUNCH_PROGRAM,
         "--model-path",
         "/models/t",

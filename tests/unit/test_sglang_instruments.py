@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 
 from recipe_ledger import metrics
+from recipe_ledger.engines import sglang_api
+from recipe_ledger.engines.sglang import ENGINE as SGLANG
+from recipe_ledger.engines.vllm import ENGINE as VLLM
 from recipe_ledger.instruments import server_metrics, sglang_bench, vllm_bench
 from recipe_ledger.instruments.base import InstrumentError, MeasureContext, sha256_json
 from recipe_ledger.pipeline.measure import PointRecord
@@ -98,8 +101,8 @@ def test_both_clients_give_the_same_names_for_the_same_meanings():
 
 def test_every_name_sglang_gives_is_in_the_table_with_its_sglang_source():
     names = set(sglang_bench.normalize({**RESULT, "accept_length": 2.5}, RECORDED_PROMPTS))
-    names |= set(server_metrics.derive(*prometheus_pair(), engine="sglang"))
-    names |= set(server_metrics.derive(*spec_counters(), engine="sglang"))
+    names |= set(server_metrics.derive(*prometheus_pair(), engine=SGLANG))
+    names |= set(server_metrics.derive(*spec_counters(), engine=SGLANG))
     for name in names:
         assert "sglang" in metrics.lookup(name).sources, name
 
@@ -211,38 +214,38 @@ def spec_counters() -> tuple[server_metrics.Samples, server_metrics.Samples]:
 
 def test_the_recorded_counters_give_the_prefix_cache_hit_rate():
     before, after = prometheus_pair()
-    derived = server_metrics.derive(before, after, engine="sglang")
+    derived = server_metrics.derive(before, after, engine=SGLANG)
     # Recorded: prompt tokens 19 (the readiness request) -> 19 + 405 (the run, streaming, another
     # label set: summed); cached tokens absent -> 35 (the series appears at the first hit).
     assert derived == {"prefix_cache_hit_rate": pytest.approx(35 / 405)}
 
 
 def test_verify_calls_give_the_accept_length_and_no_rate_is_invented():
-    derived = server_metrics.derive(*spec_counters(), engine="sglang")
+    derived = server_metrics.derive(*spec_counters(), engine=SGLANG)
     assert derived["spec_accept_len"] == pytest.approx(600 / 200)
     assert "spec_accept_rate" not in derived and "tokens_per_step" not in derived
 
 
 def test_sglang_counters_mean_nothing_to_the_vllm_derivation_and_the_reverse():
     before, after = prometheus_pair()
-    assert server_metrics.derive(before, after) == {}  # engine defaults to vllm
+    assert server_metrics.derive(before, after, engine=VLLM) == {}
     vllm_after = {"vllm:prefix_cache_hits_total": 5.0, "vllm:prefix_cache_queries_total": 10.0}
-    assert server_metrics.derive({}, vllm_after, engine="sglang") == {}
+    assert server_metrics.derive({}, vllm_after, engine=SGLANG) == {}
 
 
 def test_the_accept_length_of_server_info():
     states = {"internal_states": [{"avg_spec_accept_length": 3.2}]}
-    assert server_metrics.accept_length_of(states) == 3.2
-    assert server_metrics.accept_length_of({"decode": [states], "prefill": [{}]}) == 3.2
-    assert server_metrics.accept_length_of(RESULT["server_info"]) is None  # no speculation
-    assert server_metrics.accept_length_of({"internal_states": []}) is None
-    assert server_metrics.accept_length_of(None) is None
+    assert sglang_api.accept_length_of(states) == 3.2
+    assert sglang_api.accept_length_of({"decode": [states], "prefill": [{}]}) == 3.2
+    assert sglang_api.accept_length_of(RESULT["server_info"]) is None  # no speculation
+    assert sglang_api.accept_length_of({"internal_states": []}) is None
+    assert sglang_api.accept_length_of(None) is None
 
 
 def test_no_server_info_endpoint_gives_no_accept_length_not_an_error():
-    assert server_metrics.server_info_accept_length("http://127.0.0.1:9") is None
+    assert sglang_api.server_info_accept_length("http://127.0.0.1:9") is None
     assert (
-        server_metrics.point_metrics(*spec_counters(), "http://127.0.0.1:9", "sglang")["spec_accept_len"] == 3
+        server_metrics.point_metrics(*spec_counters(), "http://127.0.0.1:9", SGLANG)["spec_accept_len"] == 3
     )
 
 

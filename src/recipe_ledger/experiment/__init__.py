@@ -2,6 +2,7 @@
 
 Modules:
   spec       the experiment file (experiments/*.yaml, ``schema_version`` 1): arms (recipe, command,
-             release, study), server, instruments, points, repeats, bars, calibration; strict, with
-             a JSON Schema (``ledger experiment schema``) and errors at file:line
+             release, study) and their engines (names ``recipe_ledger.engines`` knows), server,
+             instruments, points, repeats, bars, calibration; strict, with a JSON Schema
+             (``ledger experiment schema``) and errors at file:line
 """

@@ -17,6 +17,9 @@ How each client reaches the other engine:
   ``/v1/chat/completions``; the default ``sglang`` backend posts to SGLang's native ``/generate``,
   which vLLM does not have.
 - ``command`` instruments: one script for every arm; the script's author answers for the rest.
+
+Which backends of a client speak an engine's API is the engine's to say
+(``recipe_ledger.engines``: ``Engine.foreign_clients``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from recipe_ledger import engines
 from recipe_ledger.errors import InputError
 from recipe_ledger.experiment.spec import Bar, Experiment, Instrument
 
@@ -36,15 +40,6 @@ CLIENTS: Mapping[str, str] = {
     "aiperf_replay": "aiperf",
 }
 
-# The backend each client uses when options name none (vllm_bench's DEFAULT_OPTIONS; sglang's own).
-_DEFAULT_BACKEND: Mapping[str, str] = {"vllm_bench_serve": "openai", "sglang_bench_serving": "sglang"}
-
-# (instrument kind, engine) -> the backends that speak that engine's HTTP API. A kind absent here
-# measures any engine (a command instrument); an engine absent for a kind is the kind's own.
-_BACKENDS_FOR_ENGINE: Mapping[tuple[str, str], frozenset[str]] = {
-    ("vllm_bench_serve", "sglang"): frozenset({"openai", "openai-chat"}),
-    ("sglang_bench_serving", "vllm"): frozenset({"vllm", "vllm-chat", "sglang-oai", "sglang-oai-chat"}),
-}
 # The endpoint an OpenAI backend must post to: vLLM's default --endpoint is /v1/completions, and
 # an endpoint only one engine serves (/generate, /inference/v1/generate) would fail on the other.
 _OPENAI_ENDPOINTS = frozenset({"/v1/completions", "/v1/chat/completions"})
@@ -57,15 +52,15 @@ def client_of(instrument: Instrument) -> str:
 
 def why_cannot_measure(instrument: Instrument, engine: str) -> str | None:
     """None when ``instrument`` can measure a server of ``engine``; else why not, with the fix."""
-    allowed = _BACKENDS_FOR_ENGINE.get((instrument.kind, engine))
-    if allowed is None:
-        return None
+    client = engines.get(engine).foreign_clients.get(instrument.kind)
+    if client is None:
+        return None  # the engine's own client, or one that measures any server
     options: Mapping[str, Any] = instrument.options
-    backend = str(options.get("backend", _DEFAULT_BACKEND[instrument.kind]))
-    if backend not in allowed:
+    backend = str(options.get("backend", client.default_backend))
+    if backend not in client.backends:
         return (
             f"{client_of(instrument)} with backend {backend!r} cannot talk to {engine}; "
-            f"set options.backend to one of {sorted(allowed)}"
+            f"set options.backend to one of {sorted(client.backends)}"
         )
     endpoint = options.get("endpoint")
     if endpoint is not None and str(endpoint) not in _OPENAI_ENDPOINTS:
@@ -107,13 +102,13 @@ def check_one_client_per_bar(experiment: Experiment) -> None:
     clients (or one number with an error).
 
     Experiments whose arms all run vLLM with vllm_bench_serve pass untouched, as before engines
-    became an axis; arms with engine "none" (stand-in servers, studies) are not checked.
+    became an axis; arms with engine "none" (stand-in servers, studies) take every client.
     """
-    engines = {name: experiment.engine_of(name) for name in experiment.arm_names}
+    arm_engines = {name: experiment.engine_of(name) for name in experiment.arm_names}
     for bar in experiment.bars:
         instrument = bar_instrument(experiment, bar)
-        for arm, engine in engines.items():
-            reason = why_cannot_measure(instrument, engine) if engine != "none" else None
+        for arm, engine in arm_engines.items():
+            reason = why_cannot_measure(instrument, engine)
             if reason:
                 raise InputError(
                     f"bar {bar_label(bar)}: instrument {instrument.name!r} cannot measure arm {arm!r} "

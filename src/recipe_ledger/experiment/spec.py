@@ -7,11 +7,15 @@ measure them, the points of the sweep (concurrency levels), how many times each 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, GetCoreSchemaHandler, Tag, model_validator
+from pydantic.json_schema import GetJsonSchemaHandler, JsonSchemaValue
+from pydantic_core import PydanticCustomError, core_schema
 
+from recipe_ledger import engines as engine_registry
 from recipe_ledger.spec.bounds import (
     MAX_ARMS,
     MAX_ITEMS,
@@ -31,7 +35,36 @@ from recipe_ledger.spec.versioned import load_versioned
 
 EXPERIMENT_SCHEMA_VERSION = 1
 
-Engine = Literal["vllm", "sglang"]
+
+@dataclass(frozen=True)
+class _RegisteredEngine:
+    """A field holding an engine's name, checked against ``recipe_ledger.engines`` when a spec is
+    validated (a plugin's engine is as good as a built-in), and listed as an enum in the JSON Schema
+    as the registry has it then. A wrong value reads as a wrong Literal did: one of the allowed values."""
+
+    stand_ins: bool  # may the field name a stand-in ("none")? The experiment's may, an arm's may not
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(self._check)
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"enum": list(engine_registry.names(stand_ins=self.stand_ins)), "type": "string"}
+
+    def _check(self, value: Any) -> str:
+        known = engine_registry.names(stand_ins=self.stand_ins)
+        if not isinstance(value, str) or value not in known:
+            quoted = [repr(name) for name in known]
+            expected = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+            raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+        return value
+
+
+Engine = Annotated[str, _RegisteredEngine(stand_ins=False)]  # the engine an arm names
+AnyEngine = Annotated[str, _RegisteredEngine(stand_ins=True)]  # the experiment's, "none" included
 ENGINE_DESCRIPTION = "The serving engine of this arm; default: the experiment's engine."
 OVERRIDES_DESCRIPTION = "Flags and environment changed on top of the arm's command."
 
@@ -281,7 +314,7 @@ class Experiment(_Closed):
     box: Slug = Field(
         description="Box profile id (recipes/boxes/), e.g. dgx-station-gb300; `ledger fit --list-boxes`."
     )
-    engine: Literal["vllm", "sglang", "none"] = Field(
+    engine: AnyEngine = Field(
         default="vllm",
         description="The engine of every server arm that names none itself; 'none' for studies "
         "and stand-in servers.",
@@ -350,9 +383,9 @@ class Experiment(_Closed):
     def arm(self, name: str) -> RecipeArm | CommandArm | ReleaseArm | StudyArm:
         return self.control if name == "control" else self.candidates[name]
 
-    def engine_of(self, arm_name: str) -> Literal["vllm", "sglang", "none"]:
-        """The engine that serves ``arm_name``: its own ``engine:``, else the experiment's (a study
-        arm runs no server: "none")."""
+    def engine_of(self, arm_name: str) -> str:
+        """The name of the engine that serves ``arm_name``: its own ``engine:``, else the
+        experiment's (a study arm runs no server: "none")."""
         arm = self.arm(arm_name)
         if isinstance(arm, StudyArm):
             return "none"
@@ -361,7 +394,8 @@ class Experiment(_Closed):
     @property
     def engines(self) -> set[str]:
         """The engines of the server arms; more than one makes a cross-engine experiment."""
-        return {str(self.engine_of(name)) for name in self.arm_names} - {"none"}
+        named = {self.engine_of(name) for name in self.arm_names}
+        return {name for name in named if not engine_registry.get(name).stand_in}
 
 
 def load_experiment(path: Path | str) -> Experiment:

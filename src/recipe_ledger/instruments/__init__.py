@@ -10,8 +10,8 @@ Modules:
   vllm_bench      ``vllm bench serve`` (kind ``vllm_bench_serve``), one client process per point
   sglang_bench    ``sglang.bench_serving`` (kind ``sglang_bench_serving``), same names, either engine
   command         any script that prints JSON metrics (kind ``command``), for studies without a server
-  server_metrics  the server's Prometheus counters before and after a point, as differences (vLLM's
-                  or SGLang's, into the same names); SGLang's accept length from /server_info
+  server_metrics  the server's Prometheus counters before and after a point, as differences, read
+                  into the same names by the arm's engine (``recipe_ledger.engines``)
 
 Which kind runs which module is decided in ``recipe_ledger.pipeline.measure.measure_point``.
 """

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from recipe_ledger.engines import vllm as vllm_engine
 from recipe_ledger.errors import InputError
 from recipe_ledger.instruments import server_metrics
 from recipe_ledger.instruments.base import (
@@ -356,7 +357,9 @@ def measure(
         raise InstrumentError("aiperf wrote no profile_export_aiperf.json", where=str(artifact_dir))
     raw = json.loads(result_file.read_text())
     metrics = normalize(raw)
-    achieved = server_metrics.derive(before, after).get("prefix_cache_hit_rate")
+    # vLLM's counters whatever the arm's engine, as before engines were objects: the measure
+    # context does not name the engine (an SGLang arm's achieved reuse reads as absent).
+    achieved = server_metrics.derive(before, after, vllm_engine.ENGINE).get("prefix_cache_hit_rate")
     problems = validity_problems(raw, metrics, summary, achieved, parsed)
     if problems:
         raise InvalidPoint(

@@ -255,7 +255,7 @@ def _api_boot_failure(error: Exception, spec: LaunchSpec) -> BootFailure:
     # The daemon refused to create or start the container (a port already allocated, no GPU
     # runtime, a bad volume): its explanation is the only log there is.
     text = str(getattr(error, "explanation", None) or error)
-    cause = classify_boot_failure(text, None, False)
+    cause = classify_boot_failure(text, None, False, spec.engine)
     return BootFailure(
         cause,
         f"docker refused the container: {text}",

@@ -7,6 +7,7 @@ which launcher happened to run it.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from recipe_ledger.errors import LedgerError, StateError
+from recipe_ledger.launch.spec import ServedEngine
 from recipe_ledger.redact import redact_text
 
 BootCause = Literal[
@@ -24,7 +26,7 @@ BootCause = Literal[
     "port_in_use",
     "image_missing",
     "docker_unavailable",
-    "generate_failed",  # /health said 200, a real generate did not succeed (SGLang readiness)
+    "generate_failed",  # /health said 200, the engine's first real request did not succeed (SGLang)
 ]
 BOOT_CAUSES: frozenset[str] = frozenset(get_args(BootCause))
 # Causes that say the machine is not ready rather than the server is wrong: outside a run (where
@@ -37,19 +39,15 @@ TAIL_LINES = 80
 # A process launcher sees -9 from Popen; docker reports 128 + 9.
 _OOM_EXIT_CODES = frozenset({137, -9})
 
+# Out of memory in the words of torch, ROCm and the kernel, whatever the engine; each engine adds
+# its own (``ServedEngine.oom_patterns``: vLLM's KV budget, SGLang's static pool).
 _OOM_PATTERNS = (
     r"CUDA out of memory",
     r"CUDA error: out of memory",
     r"HIP out of memory",
     r"OutOfMemoryError",  # torch.OutOfMemoryError, torch.cuda.OutOfMemoryError
-    r"No available memory for the cache blocks",
-    r"Available KV cache memory: -",  # vLLM's budget went negative before the cache
-    r"larger than the available KV cache memory",  # vLLM: max-model-len does not fit
     r"Cannot allocate memory",  # ENOMEM from pinning / mmap of host offload
-    # SGLang's model runner / memory pool configurator when the KV pool comes out at <= 0 tokens.
-    r"Not enough memory\. Please try to increase --mem-fraction-static",
 )
-_OOM = re.compile("|".join(_OOM_PATTERNS), re.IGNORECASE)
 # argparse's own words: vLLM, SGLang's launch_server (and most Python servers) reject flags through it.
 _REJECTED_FLAG = re.compile(
     r"error: unrecognized arguments|invalid choice:|error: argument --"
@@ -60,14 +58,22 @@ _REJECTED_FLAG = re.compile(
 _PORT_IN_USE = re.compile(r"address already in use|\[Errno 98\]|port is already allocated", re.IGNORECASE)
 
 
-def classify_boot_failure(log_text: str, exit_code: int | None, timed_out: bool) -> BootCause:
-    """The cause of a failed boot from the server's log, its exit status and whether time ran out.
+@functools.lru_cache(maxsize=16)
+def _oom(engine_patterns: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join((*_OOM_PATTERNS, *engine_patterns)), re.IGNORECASE)
+
+
+def classify_boot_failure(
+    log_text: str, exit_code: int | None, timed_out: bool, engine: ServedEngine
+) -> BootCause:
+    """The cause of a failed boot from the server's log (read with its engine's words too), its
+    exit status and whether time ran out.
 
     Memory comes first: an OOM often surfaces later as a hang or an unrelated-looking crash, and it
     is the cause a person can act on. A deadline that passed only explains the failure when the log
     names nothing more specific.
     """
-    if exit_code in _OOM_EXIT_CODES or _OOM.search(log_text):
+    if exit_code in _OOM_EXIT_CODES or _oom(tuple(engine.oom_patterns)).search(log_text):
         return "out_of_memory"
     if _REJECTED_FLAG.search(log_text):
         return "rejected_flag"
@@ -124,18 +130,10 @@ def read_log(path: Path, start_offset: int = 0, max_bytes: int = 1 << 20) -> str
         return ""
 
 
-_MEMORY_KNOBS = {
-    "vllm": "lower --gpu-memory-utilization/--max-model-len or offload more",
-    # SGLang's fraction is of the static pool (weights + KV): too low leaves no KV cache at all.
-    "sglang": "adjust --mem-fraction-static (its log says which way), lower --context-length "
-    "or --max-total-tokens",
-}
-
-
-def hint_for(cause: BootCause, log_path: Path, port: int, engine: str = "vllm") -> str:
-    """The next command a person should run for each cause."""
+def hint_for(cause: BootCause, log_path: Path, port: int, engine: ServedEngine) -> str:
+    """The next command a person should run for each cause (for memory, in the engine's knobs)."""
     return {
-        "out_of_memory": f"tail -n 80 {log_path}  # then {_MEMORY_KNOBS.get(engine, _MEMORY_KNOBS['vllm'])}",
+        "out_of_memory": f"tail -n 80 {log_path}  # then {engine.memory_hint}",
         "generate_failed": f"tail -n 80 {log_path}  # /health answered, the first real request failed",
         "rejected_flag": f"tail -n 80 {log_path}  # the flag is not known to this server version",
         "port_in_use": f"ss -ltnp 'sport = :{port}'",

@@ -8,7 +8,7 @@ from types import TracebackType
 from typing import Self
 
 from recipe_ledger.errors import StateError
-from recipe_ledger.launch import registry, sglang_api
+from recipe_ledger.launch import registry
 from recipe_ledger.launch.failures import (
     TAIL_LINES,
     BootCause,
@@ -18,13 +18,13 @@ from recipe_ledger.launch.failures import (
     read_log,
     redacted_tail,
 )
-from recipe_ledger.launch.health import HealthOutcome, request_status, wait_until_healthy
+from recipe_ledger.launch.health import HealthOutcome, wait_until_healthy
 from recipe_ledger.launch.ports import connect_host, wait_port_free
 from recipe_ledger.launch.spec import LaunchSpec
 
 log = logging.getLogger(__name__)
 PORT_RELEASE_TIMEOUT_S = 5.0
-GENERATE_MIN_TIMEOUT_S = 30.0
+READY_CHECK_MIN_TIMEOUT_S = 30.0  # the least an engine's first real request after /health is given
 
 
 class RunningServer(ABC):
@@ -63,21 +63,11 @@ class RunningServer(ABC):
         return redacted_tail(self.log_text(), lines, extra_env=self.spec.env)
 
     def reset_prefix_cache(self, timeout_s: float = 10.0) -> bool:
-        """Empty the server's prefix cache before a point. vLLM: POST /reset_prefix_cache, True when
-        it said 200, never raises (it needs VLLM_SERVER_DEV_MODE). SGLang: POST /flush_cache, retried
-        while requests drain, and ``CacheFlushFailed`` when it will not: the point fails rather than
-        run on a warm cache."""
-        if self.spec.engine == "sglang":
-            sglang_api.flush_cache(self.base_url, timeout_s=timeout_s)
-            return True
-        try:
-            return (
-                request_status(self.base_url + "/reset_prefix_cache", method="POST", timeout_s=timeout_s)
-                == 200
-            )
-        except Exception:  # a helper between measurements must not end an experiment
-            log.debug("reset_prefix_cache failed", exc_info=True)
-            return False
+        """Empty the server's prefix cache before a point, the engine's way. vLLM: POST
+        /reset_prefix_cache, True when it said 200, never raises (it needs VLLM_SERVER_DEV_MODE).
+        SGLang: POST /flush_cache, retried while requests drain, and ``CacheFlushFailed`` when it
+        will not: the point fails rather than run on a warm cache."""
+        return self.spec.engine.reset_prefix_cache(self.base_url, timeout_s)
 
     def stop(self) -> None:
         """Tear the server down and confirm its port is free. Idempotent; safe from a signal handler."""
@@ -91,20 +81,16 @@ class RunningServer(ABC):
         self._confirm_port_released()
 
     def wait_until_ready(self) -> None:
-        """Return once the health URL answers 200 (and, for SGLang, one real generate succeeded);
-        otherwise tear down and raise ``BootFailure``.
-
-        vLLM keeps /health alone: it answers 200 only once the engine core has started, and an
-        extra request at every boot would change what the recorded vLLM runs measured."""
+        """Return once the health URL answers 200 and the engine's own check after it passed (SGLang:
+        one real generate; vLLM has none); otherwise tear down and raise ``BootFailure``."""
         outcome = wait_until_healthy(self.health_url, self.spec.health_timeout_s, self.exit_code)
         if not outcome.ready:
             raise self._boot_failure(outcome)
-        if self.spec.engine == "sglang":
-            # The first generate may compile or warm caches: give it what is left of the boot budget.
-            budget = max(self.spec.health_timeout_s - outcome.waited_s, GENERATE_MIN_TIMEOUT_S)
-            problem = sglang_api.generate_problem(self.base_url, budget)
-            if problem:
-                raise self._generate_failure(problem)
+        # A first real request may compile or warm caches: give it what is left of the boot budget.
+        budget = max(self.spec.health_timeout_s - outcome.waited_s, READY_CHECK_MIN_TIMEOUT_S)
+        problem = self.spec.engine.readiness_problem(self.base_url, budget)
+        if problem:
+            raise self._not_ready_failure(problem)
 
     def __enter__(self) -> Self:
         return self
@@ -135,7 +121,7 @@ class RunningServer(ABC):
         # Stop first so the log is complete (a container's log stream, a process's last lines).
         self.stop_quietly()
         text = self.log_text()
-        cause = classify_boot_failure(text, outcome.exit_code, outcome.timed_out)
+        cause = classify_boot_failure(text, outcome.exit_code, outcome.timed_out, self.spec.engine)
         if outcome.timed_out:
             what = f"no 200 from {self.health_url} within {self.spec.health_timeout_s:g} s"
         else:
@@ -149,18 +135,17 @@ class RunningServer(ABC):
             server_exit_code=outcome.exit_code,
         )
 
-    def _generate_failure(self, problem: str) -> BootFailure:
-        """/health said 200 but generation failed: ``generate_failed``, unless the server's log
-        names a cause a person can act on more directly (out of memory)."""
+    def _not_ready_failure(self, problem: str) -> BootFailure:
+        """/health said 200 but the engine's first real request failed: ``generate_failed``, unless
+        the server's log names a cause a person can act on more directly (out of memory)."""
         exit_code = self.exit_code()
         self.stop_quietly()
         text = self.log_text()
-        logged = classify_boot_failure(text, exit_code, False)
+        logged = classify_boot_failure(text, exit_code, False, self.spec.engine)
         cause: BootCause = logged if logged == "out_of_memory" else "generate_failed"
         return BootFailure(
             cause,
-            f"{self.health_url} answered 200 but POST {self.base_url}{sglang_api.GENERATE_PATH} "
-            f"failed: {problem}",
+            f"{self.health_url} answered 200 but {problem}",
             log_tail=redacted_tail(text, extra_env=self.spec.env),
             where=str(self.spec.log_path),
             hint=hint_for(cause, self.spec.log_path, self.spec.port, self.spec.engine),

@@ -13,15 +13,28 @@ import resource
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, NoReturn
+from typing import Literal, NoReturn, Protocol, runtime_checkable
 
 from recipe_ledger.errors import InputError
 
 GpuRequest = Literal["none", "all"] | int
-# Which HTTP API the server speaks beyond /health: "sglang" is made ready by a real /generate and
-# empties its prefix cache with /flush_cache; "vllm" and "none" (any other command) keep /health
-# and /reset_prefix_cache.
-ENGINES = ("vllm", "sglang", "none")
+
+
+@runtime_checkable
+class ServedEngine(Protocol):
+    """What a launch needs from the engine it serves: how readiness ends after /health, how the
+    prefix cache is emptied, which log lines mean out of memory and what to change then.
+    ``recipe_ledger.engines`` provides it; launch never imports that package (it sits above)."""
+
+    @property
+    def oom_patterns(self) -> tuple[str, ...]: ...
+
+    @property
+    def memory_hint(self) -> str: ...
+
+    def readiness_problem(self, base_url: str, timeout_s: float) -> str | None: ...
+
+    def reset_prefix_cache(self, base_url: str, timeout_s: float) -> bool: ...
 
 
 class FrozenMap(dict[str, str]):
@@ -60,7 +73,7 @@ class LaunchSpec:
     health_timeout_s: float
     log_path: Path
     run_id: str
-    engine: str = "vllm"
+    engine: ServedEngine  # recipe_ledger.engines.get(name)
     # docker only
     image: str | None = None
     volumes: Mapping[str, str] = field(default_factory=dict)  # host path -> "container path[:ro]"
@@ -83,8 +96,8 @@ class LaunchSpec:
         object.__setattr__(self, "log_path", Path(self.log_path))
         _check_endpoint(self.host, self.port, self.health_path, self.health_timeout_s)
         _check_docker_fields(self)
-        if self.engine not in ENGINES:
-            _bad("engine", f"{self.engine!r} is not one of {', '.join(ENGINES)}")
+        if not isinstance(self.engine, ServedEngine):
+            _bad("engine", f"{self.engine!r} is not an engine (recipe_ledger.engines.get(name) gives one)")
         if not isinstance(self.run_id, str) or not _RUN_ID.match(self.run_id):
             _bad("run_id", f"{self.run_id!r} must be 1-128 characters of letters, digits, '_', '.', '-'")
 

@@ -13,7 +13,7 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from recipe_ledger import paths, runs
+from recipe_ledger import engines, paths, runs
 from recipe_ledger.experiment.spec import Instrument
 from recipe_ledger.instruments import aiperf_replay, server_metrics, sglang_bench, tail, vllm_bench
 from recipe_ledger.instruments import command as command_instrument
@@ -61,16 +61,17 @@ def launch_spec(
     plan: RunPlan, arm: ArmPlan, repeat: int, run_dir: Path, run_id: str, tag: str = ""
 ) -> LaunchSpec:
     server = plan.experiment.server
+    engine = engines.get(arm.engine)
     return LaunchSpec(
         argv=arm.argv,
         env=arm.env,  # the process launcher adds the environment it runs in
         host=server.host,
         port=server.port,
-        health_path="/health",
+        health_path=engine.health_path,
         health_timeout_s=server.health_timeout_s,
         log_path=paths.contained(run_dir, f"server-{tag}{arm.name}-r{repeat}.log"),
         run_id=run_id,
-        engine=arm.engine,
+        engine=engine,
         image=arm.image if server.launcher == "docker" else None,
         volumes=dict(server.volumes),
         gpus=server.gpus,
@@ -210,7 +211,7 @@ def measure_one(
         )
     with clock.step("counter scrapes"):
         after = server_metrics.scrape(base_url) if base_url else None
-    server_side = server_metrics.point_metrics(before, after, base_url, arm.engine)
+    server_side = server_metrics.point_metrics(before, after, base_url, engines.get(arm.engine))
     refused = tail.flattery(instrument.options, server_side) if instrument.kind == "tail" else None
     return PointRecord(
         arm.name,

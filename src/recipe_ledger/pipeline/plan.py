@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from recipe_ledger import paths
+from recipe_ledger import engines, paths
+from recipe_ledger.engines.base import Engine
+from recipe_ledger.engines.sglang import find_sglang_python
+from recipe_ledger.engines.vllm import find_vllm_bin
 from recipe_ledger.errors import InputError
 from recipe_ledger.experiment.engines import check_one_client_per_bar
 from recipe_ledger.experiment.spec import CommandArm, Experiment, Overrides, RecipeArm, ReleaseArm, StudyArm
@@ -23,7 +24,6 @@ from recipe_ledger.recipes.boxes import Box, load_box
 from recipe_ledger.recipes.catalog import RecipeRoot
 from recipe_ledger.recipes.command import CommandRequest, resolve_for_people
 from recipe_ledger.recipes.flags import LaunchCommand
-from recipe_ledger.recipes.sglang import with_model_path
 from recipe_ledger.redact import redact_env
 
 
@@ -37,7 +37,7 @@ class ArmPlan:
     served_model: str  # the name clients send in requests
     image: str | None = None
     params: dict[str, str] = field(default_factory=dict)  # a study arm's template parameters
-    engine: str = "vllm"  # "vllm", "sglang", or "none" (a study, a stand-in server)
+    engine: str = "vllm"  # a registered engine's name (recipe_ledger.engines): "none" for studies, stand-ins
 
     @property
     def fingerprint(self) -> str:
@@ -102,14 +102,6 @@ class _ArmDraft:
     model_dir: str | None
     image: str | None = None
 
-    def served_model(self, engine: str) -> str:
-        """The name clients send: --served-model-name, else the model itself (vLLM's model word,
-        SGLang's --model-path: SGLang serves a model under its path unless told otherwise)."""
-        named = self.command.first_value("--served-model-name")
-        if engine == "sglang":
-            return named or self.command.first_value("--model-path") or "model"
-        return named or self.command.word(2) or "model"
-
 
 def apply_overrides(
     command: LaunchCommand, env: dict[str, str], overrides: Overrides
@@ -125,16 +117,21 @@ def with_server_address(command: LaunchCommand, host: str, port: int) -> LaunchC
 
 
 def _recipe_arm(
-    root: RecipeRoot, box: Box, name: str, arm: RecipeArm, repo: Path, engine: str = "vllm"
+    root: RecipeRoot, box: Box, name: str, arm: RecipeArm, repo: Path, engine: Engine
 ) -> _ArmDraft:
-    # A recipe names vLLM's command unless the arm runs on SGLang ("none": the stand-in servers).
+    if engine.recipe_engine is None:
+        raise InputError(
+            f"arm {name!r}: engine {engine.name!r} has no recipe commands",
+            hint="write the arm as a command (argv:) or a release",
+        )
+    # The command the recipe renders for the arm's engine (the stand-ins take vLLM's).
     request = CommandRequest(
         arm.recipe,
         arm.hardware or box.hardware,
         arm.strategy,
         arm.variant,
         arm.features,
-        engine="sglang" if engine == "sglang" else "vllm",
+        engine=engine.recipe_engine,
     )
     resolved = resolve_for_people(root, request)
     if "argv" not in resolved.result:
@@ -143,28 +140,22 @@ def _recipe_arm(
             "ledger run launches single-node servers",
             hint="set strategy: single_node_tp",
         )
-    argv = list(resolved.result["argv"])
+    command = LaunchCommand.parse(resolved.result["argv"])
     model_dir = str((repo / arm.model_path).resolve()) if arm.model_path else None
-    if model_dir and engine == "sglang":
-        argv = with_model_path(argv, model_dir)  # SGLang names its model with --model-path
-    command = LaunchCommand.parse(argv)
-    if model_dir and engine != "sglang":
-        command = command.with_word(2, model_dir)  # vllm serve MODEL
+    if model_dir:
+        command = engine.with_model(command, model_dir)
     command, env = apply_overrides(command, resolved.env, arm.overrides)
     source = (
         f"{resolved.loaded.ref} · {resolved.hardware} · {resolved.strategy} · {resolved.variant} · "
         f"features: {', '.join(resolved.features) or 'none'}"
-        + (" · engine: sglang" if engine == "sglang" else "")
+        + (f" · engine: {engine.name}" if engine.shown_in_source else "")
     )
     return _ArmDraft(command, env, source, model_dir)
 
 
-def _command_arm(name: str, arm: CommandArm, engine: str) -> _ArmDraft:
+def _command_arm(name: str, arm: CommandArm, engine: Engine) -> _ArmDraft:
     command, env = apply_overrides(LaunchCommand.parse(arm.argv), dict(arm.env), arm.overrides)
-    if engine == "sglang":
-        model = command.first_value("--model-path")
-    else:
-        model = command.word(2) if command.render()[:2] == ["vllm", "serve"] else None
+    model = engine.model_of(command)
     model_dir = model if model and Path(model).is_dir() else None
     return _ArmDraft(command, env, "raw command", model_dir)
 
@@ -207,49 +198,6 @@ def _release_arm(
     return _ArmDraft(command, env, f"release {arm.release}", model_dir, pinned.image)
 
 
-def find_engine_bin(repo: Path, engine: str) -> str:
-    """The engine's CLI: the project's serving venv first (scripts/setup_serve_venv.sh), then PATH."""
-    override = os.environ.get("RECIPE_LEDGER_VLLM")
-    if override:
-        return override
-    local = repo / ".venv-serve" / "bin" / engine
-    if local.is_file():
-        return str(local)
-    return shutil.which(engine) or engine
-
-
-SGLANG_MODULE = "sglang.launch_server"
-
-
-def find_sglang_python(repo: Path) -> str:
-    """The SGLang venv's python (``./dev serve-setup`` builds it; SGLang and vLLM pin different
-    torch builds, so each engine has its own venv). Returned even when missing: preflight refuses
-    a run that needs it, with the command that builds it."""
-    return os.environ.get("RECIPE_LEDGER_SGLANG_PYTHON") or str(repo / ".venv-sglang" / "bin" / "python")
-
-
-def is_sglang_launch(command: LaunchCommand) -> bool:
-    """``python[3] -m sglang.launch_server ...`` (any python): the form whose python is swappable."""
-    program = command.render()[:3]
-    return (
-        len(program) == 3
-        and Path(program[0]).name.startswith("python")
-        and program[1:]
-        == [
-            "-m",
-            SGLANG_MODULE,
-        ]
-    )
-
-
-def with_sglang_metrics(command: LaunchCommand) -> LaunchCommand:
-    """SGLang serves /metrics only with --enable-metrics, and the instruments read it (cache hits,
-    queue depth), so every SGLang arm gets it; a command that already says so is left as written."""
-    if any(option.name == "--enable-metrics" for option in command.options):
-        return command
-    return command.extended(["--enable-metrics"])
-
-
 def _arm_draft(
     root: RecipeRoot,
     box: Box,
@@ -258,8 +206,8 @@ def _arm_draft(
     repo: Path,
     release_lookup: ReleaseLookup | None,
     experiment: Experiment,
+    engine: Engine,
 ) -> _ArmDraft:
-    engine = experiment.engine_of(name)
     if isinstance(arm, RecipeArm):
         return _recipe_arm(root, box, name, arm, repo, engine)
     if isinstance(arm, CommandArm):
@@ -284,8 +232,8 @@ def plan_run(
         paths.check_name(name, "arm name", str(spec_path))
     box = load_box(root.root / "boxes", experiment.box)
     arms: dict[str, ArmPlan] = {}
-    engine_bin = find_engine_bin(repo, "vllm")
-    sglang_python = find_sglang_python(repo)
+    engine_bin = find_vllm_bin(repo)  # the vllm bench serve client's too
+    sglang_python = find_sglang_python(repo)  # the sglang.bench_serving client's too
     for name in experiment.arm_names:
         arm = experiment.arm(name)
         if isinstance(arm, StudyArm):
@@ -293,18 +241,18 @@ def plan_run(
                 name, [], {}, f"study arm {name}", None, "-", params=dict(arm.params), engine="none"
             )
             continue
-        engine = experiment.engine_of(name)
-        draft = _arm_draft(root, box, name, arm, repo, release_lookup, experiment)
-        command = _server_command(draft.command, engine, experiment, engine_bin, sglang_python)
+        engine = engines.get(experiment.engine_of(name))
+        draft = _arm_draft(root, box, name, arm, repo, release_lookup, experiment, engine)
+        command = _server_command(draft.command, engine, experiment, repo)
         arms[name] = ArmPlan(
             name,
             command.render(),
             draft.env,
             draft.source,
             draft.model_dir,
-            draft.served_model(engine),
+            engine.served_model(draft.command),  # --served-model-name, else the model as the engine names it
             draft.image or experiment.server.image,
-            engine=engine,
+            engine=engine.name,
         )
     check_workload_instruments(experiment, arms, repo)
     return RunPlan(
@@ -344,17 +292,12 @@ def check_workload_instruments(experiment: Experiment, arms: dict[str, ArmPlan],
 
 
 def _server_command(
-    command: LaunchCommand, engine: str, experiment: Experiment, engine_bin: str, sglang_python: str
+    command: LaunchCommand, engine: Engine, experiment: Experiment, repo: Path
 ) -> LaunchCommand:
-    """The address every engine takes (--host/--port, SGLang too), SGLang's metrics switch, and the
-    project's venv for the engine's program when it runs as a local process (an image has its own)."""
+    """The address every engine takes (--host/--port, SGLang too), the engine's metrics switch, and
+    the project's venv for the engine's program when it runs as a local process (an image has its own)."""
     command = with_server_address(command, experiment.server.host, experiment.server.port)
-    if engine == "sglang":
-        command = with_sglang_metrics(command)
+    command = engine.with_metrics(command)
     if experiment.server.launcher != "process":
         return command
-    if command.program[:1] == ("vllm",):
-        return command.with_word(0, engine_bin)
-    if engine == "sglang" and is_sglang_launch(command):
-        return command.with_word(0, sglang_python)
-    return command
+    return engine.with_local_program(command, repo)

@@ -1,21 +1,21 @@
 """Preflight: refuse to spend machine time on a run that cannot be right.
 
 Seed 000 lost a 92-minute boot to a model on a network share and four 74-minute kernel autotunes
-to flag changes; both are cheap to see before launching.
+to flag changes; both are cheap to see before launching. What a cold cache looks like, and where a
+server program comes from, is each engine's to say (``recipe_ledger.engines``).
 """
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from recipe_ledger import engines
 from recipe_ledger.errors import StateError
 from recipe_ledger.launch.ports import ensure_port_free
 from recipe_ledger.pipeline.plan import ArmPlan, RunPlan
@@ -90,9 +90,6 @@ def check_model_local(arm: ArmPlan, allow_network_fs: bool) -> None:
         )
 
 
-_ENGINE_SETUP = {"sglang": "./dev serve-setup  # builds .venv-sglang", "vllm": "scripts/setup_serve_venv.sh"}
-
-
 def check_engine(plan: RunPlan) -> None:
     """Every arm's server program is installed (a local process; an image brings its own)."""
     if plan.experiment.server.launcher != "process":
@@ -102,11 +99,11 @@ def check_engine(plan: RunPlan) -> None:
             continue  # a study arm
         binary = arm.argv[0]
         if shutil.which(binary) is None and not Path(binary).is_file():
-            what = "SGLang's venv python" if arm.engine == "sglang" else "the serving engine"
+            engine = engines.get(arm.engine)
             raise StateError(
-                f"arm {arm.name!r}: {what} {binary!r} is not installed",
+                f"arm {arm.name!r}: {engine.program_label} {binary!r} is not installed",
                 where=binary,
-                hint=_ENGINE_SETUP.get(arm.engine, _ENGINE_SETUP["vllm"]),
+                hint=engine.setup_hint,
             )
 
 
@@ -136,131 +133,19 @@ def autotune_fingerprint(argv: list[str]) -> str:
     return hashlib.sha256(json.dumps(sorted(keyed)).encode()).hexdigest()[:16]
 
 
-def autotune_cache_dir(arm: ArmPlan) -> Path:
-    return Path(
-        arm.env.get("VLLM_CACHE_ROOT") or os.environ.get("VLLM_CACHE_ROOT") or Path.home() / ".cache" / "vllm"
-    )
-
-
-def check_autotune_cache(arm: ArmPlan) -> str | None:
-    """Announce a long first boot when this flag set has never booted against this cache."""
-    seen_file = autotune_cache_dir(arm) / ".recipe-ledger-flagsets.json"
-    seen = set(json.loads(seen_file.read_text())) if seen_file.is_file() else set()
-    fingerprint = autotune_fingerprint(arm.argv)
-    if fingerprint in seen:
-        return None
-    return (
-        f"arm {arm.name!r}: flag set {fingerprint} is new to the kernel cache {seen_file.parent}; the first "
-        "boot may autotune for a long time (seed 000: 74 minutes on a GB300)"
-    )
-
-
-# ------------------------------------------------------------------------------ SGLang's compile caches
-
-SEEN_FILE = ".recipe-ledger-flagsets.json"
-
-
-@dataclass(frozen=True)
-class CompileCache:
-    """One persistent JIT cache SGLang fills at boot: its name, the variable that moves it, its root."""
-
-    name: str
-    env: str
-    path: Path
-
-
-def sglang_compile_caches(env: Mapping[str, str], home: Path, user: str) -> list[CompileCache]:
-    """Where SGLang's kernels land, given the server's environment (pure). Seed 004: with the
-    TileLang and Triton caches at their real roots, a 110 s prewarm became 5 s."""
-    return [
-        CompileCache(
-            "Triton", "TRITON_CACHE_DIR", Path(env.get("TRITON_CACHE_DIR") or home / ".triton" / "cache")
-        ),
-        CompileCache(
-            "TileLang",
-            "TILELANG_CACHE_DIR",
-            Path(env.get("TILELANG_CACHE_DIR") or home / ".tilelang" / "cache"),
-        ),
-        CompileCache(
-            "torch inductor",
-            "TORCHINDUCTOR_CACHE_DIR",
-            Path(env.get("TORCHINDUCTOR_CACHE_DIR") or f"/tmp/torchinductor_{user}"),
-        ),
-    ]
-
-
-def _has_entries(path: Path) -> bool:
-    try:
-        return any(child.name != SEEN_FILE for child in path.iterdir())
-    except OSError:
-        return False
-
-
-def check_sglang_compile_caches(arm: ArmPlan, caches: list[CompileCache]) -> str | None:
-    """Announce a cold compile: a cache that is empty (or missing), or a flag set these caches have
-    never booted. A notice, never a refusal: a cold boot is slow, not wrong."""
-    cold = [c for c in caches if not _has_entries(c.path)]
-    if cold:
-        listed = ", ".join(f"{c.name} at {c.path} (${c.env})" for c in cold)
-        return (
-            f"arm {arm.name!r}: SGLang's compile caches are empty: {listed}; the first boot compiles "
-            "cold (seed 004: a 110 s prewarm, 5 s with the caches kept at their real roots)"
-        )
-    seen_file = caches[0].path / SEEN_FILE
-    fingerprint = autotune_fingerprint(arm.argv)
-    if fingerprint in _read_seen(seen_file):
-        return None
-    return (
-        f"arm {arm.name!r}: flag set {fingerprint} is new to SGLang's compile caches "
-        f"({', '.join(str(c.path) for c in caches)}); the first boot may compile kernels for a while"
-    )
-
-
-def unpersisted_container_caches(arm: ArmPlan, volumes: Mapping[str, str]) -> list[CompileCache]:
-    """The caches an SGLang container would write inside itself (lost with it at every launch): none
-    of ``volumes``' targets holds their root. The container runs as root with the arm's env."""
-    targets = [Path(target.rsplit(":", 1)[0]) for target in volumes.values()]
-    return [
-        cache
-        for cache in sglang_compile_caches(arm.env, Path("/root"), "root")
-        if not any(cache.path == t or t in cache.path.parents for t in targets)
-    ]
-
-
-def _sglang_cache_notice(arm: ArmPlan, plan: RunPlan) -> str | None:
-    server = plan.experiment.server
-    if server.launcher == "docker":
-        lost = unpersisted_container_caches(arm, server.volumes)
-        if not lost:
-            return None
-        return (
-            f"arm {arm.name!r}: SGLang's compile caches live inside the container and die with it: "
-            + ", ".join(f"{c.name} ({c.path})" for c in lost)
-            + "; every launch compiles cold (seed 004: 110 s against 5 s): mount a host directory "
-            "at each under server.volumes"
-        )
-    caches = sglang_compile_caches({**os.environ, **arm.env}, Path.home(), getpass.getuser())
-    return check_sglang_compile_caches(arm, caches)
-
-
-def _read_seen(seen_file: Path) -> set[str]:
-    try:
-        return set(json.loads(seen_file.read_text())) if seen_file.is_file() else set()
-    except (OSError, ValueError):
-        return set()
-
-
-def _seen_file(arm: ArmPlan) -> Path:
-    if arm.engine == "sglang":
-        caches = sglang_compile_caches({**os.environ, **arm.env}, Path.home(), getpass.getuser())
-        return caches[0].path / SEEN_FILE
-    return autotune_cache_dir(arm) / SEEN_FILE
+def boot_cache_notice(arm: ArmPlan, container_volumes: Mapping[str, str] | None = None) -> str | None:
+    """The arm's engine on its kernel or compile cache: a notice when the first boot will be slow
+    (``container_volumes``: the mounts of the container it runs in, None for a local process)."""
+    engine = engines.get(arm.engine)
+    return engine.boot_cache_notice(arm.name, arm.env, autotune_fingerprint(arm.argv), container_volumes)
 
 
 def remember_flagset(arm: ArmPlan) -> None:
-    """After a successful boot: this cache (vLLM's autotune cache, SGLang's Triton cache) has now
-    seen this flag set."""
-    seen_file = _seen_file(arm)
+    """After a successful boot: the engine's cache (vLLM's autotune cache, SGLang's Triton cache)
+    has now seen this flag set."""
+    seen_file = engines.get(arm.engine).flagset_seen_file(arm.env)
+    if seen_file is None:
+        return  # an engine without such a cache
     try:
         seen = set(json.loads(seen_file.read_text())) if seen_file.is_file() else set()
         seen.add(autotune_fingerprint(arm.argv))
@@ -283,7 +168,7 @@ def preflight(
         # Kernel autotuning and JIT compiling are a GPU affair (SGLang on CPU serves with torch's
         # native attention): a CPU box has no such cache to warn about.
         if server.needs_server and plan.box.gpu.count > 0:
-            notice = _sglang_cache_notice(arm, plan) if arm.engine == "sglang" else check_autotune_cache(arm)
+            notice = boot_cache_notice(arm, server.volumes if server.launcher == "docker" else None)
             if notice:
                 report.notices.append(notice)
     gpu = check_gpu_idle(allow_busy_gpu)

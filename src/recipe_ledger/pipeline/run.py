@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from recipe_ledger import engines, runs
 from recipe_ledger import metrics as metric_table
-from recipe_ledger import runs
 from recipe_ledger import verdict as verdicts
 from recipe_ledger.experiment.engines import clients_by_bar
 from recipe_ledger.experiment.spec import Bar as SpecBar
@@ -469,7 +469,7 @@ def experiment_record(
             env=redact_env(arm.env),
             image=arm.image,
             model_sha256=revision if revision and revision.startswith("sha256:") else None,
-            engine=arm.engine if arm.engine != "none" else None,
+            engine=None if engines.get(arm.engine).stand_in else arm.engine,
         )
     instruments: dict[str, str] = {}  # name -> version
     for r in records:

@@ -19,7 +19,7 @@ from recipe_ledger.errors import InputError, ResolutionError, UnknownIdError
 from recipe_ledger.recipes import resolve
 from recipe_ledger.recipes.catalog import LoadedRecipe, RecipeRoot, suggest
 from recipe_ledger.recipes.lint import declared_conflicts
-from recipe_ledger.recipes.sglang import ENGINES, resolve_sglang
+from recipe_ledger.recipes.sglang import ENGINES, RECIPE_ENGINE, resolve_sglang
 from recipe_ledger.recipes.shell import shell_quote
 
 VLLM_DEFAULT_PORT = 8000
@@ -33,7 +33,7 @@ class CommandRequest:
     variant: str | None = None
     features: list[str] | None = None  # None: the site's defaults
     node_count: int | None = None
-    engine: str = "vllm"  # one of ENGINES
+    engine: str = RECIPE_ENGINE  # one of ENGINES
 
 
 @dataclass
@@ -47,7 +47,7 @@ class ResolvedCommand:
     pd_nodes: Any
     result: dict
     warnings: list[str] = field(default_factory=list)
-    engine: str = "vllm"
+    engine: str = RECIPE_ENGINE
 
     @property
     def argv(self) -> list[str]:
@@ -118,7 +118,7 @@ def resolve_for_people(root: RecipeRoot, request: CommandRequest) -> ResolvedCom
     """Resolve with the site's defaults for whatever the request leaves open, for its engine."""
     check_engine(request.engine)
     resolved = _resolve_vllm(root, request)
-    return resolved if request.engine == "vllm" else _as_sglang(root, resolved)
+    return resolved if request.engine == RECIPE_ENGINE else _as_sglang(root, resolved)
 
 
 def _as_sglang(root: RecipeRoot, vllm: ResolvedCommand) -> ResolvedCommand:
@@ -202,7 +202,7 @@ def text_for_people(resolved: ResolvedCommand, *, docker: bool) -> str:
         f"# {resolved.loaded.recipe.meta.title} · {resolved.hardware} · {resolved.strategy} · "
         f"{resolved.variant} · features: {', '.join(resolved.features) or 'none'}"
     )
-    if resolved.engine != "vllm":
+    if resolved.engine != RECIPE_ENGINE:  # a translation: say which engine, and from what
         header += f" · engine: {resolved.engine} ({r['source']})"
         if docker and r.get("docker_command") is None:
             raise InputError(

@@ -177,3 +177,13 @@ class LaunchCommand:
         ``--name=value`` (a joined flag takes no further word)."""
         unowned = (word for option in self.options if option.name is None for word in option.values)
         return (*self.program, *unowned)
+
+    def has(self, name: str) -> bool:
+        """Whether the flag ``name`` is written at all (a switch has no value to ask for)."""
+        return any(option.name == name for option in self.options)
+
+    def with_value(self, name: str, value: str) -> LaunchCommand:
+        """Every occurrence of the flag ``name`` given ``value``, where it stands (written spaced);
+        a command without the flag is returned as it is."""
+        options = tuple(Option(name, (value,)) if option.name == name else option for option in self.options)
+        return LaunchCommand(self.program, options)

@@ -24,10 +24,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recipe_ledger.recipes import resolve
-from recipe_ledger.recipes.flags import LaunchCommand, Option, last_value, parse_flags
+from recipe_ledger.recipes.flags import LaunchCommand, last_value, parse_flags
 from recipe_ledger.recipes.shell import LINE_JOIN, command_lines, docker_meta, js_str
 
-ENGINES = ("vllm", "sglang")
+# The engines a recipe renders a command for: its own (recipes are vLLM commands) and SGLang's
+# translation of it. Each is a registered engine's recipe_engine (recipe_ledger.engines; this pure
+# module cannot import it: tests/unit/test_engine_registry.py ties the two).
+RECIPE_ENGINE = "vllm"
+ENGINES = (RECIPE_ENGINE, "sglang")
 SGLANG_DEFAULT_PORT = 30000  # sglang.launch_server's own default (ServerArgs.port)
 SGLANG_VERSION = "0.5.23"  # the version the flag tables and the default image come from
 LAUNCH_PROGRAM = ("python", "-m", "sglang.launch_server")  # argv[0]: the launcher puts its venv's python
@@ -233,16 +237,6 @@ def _program_text(head: str, args: list[str]) -> str:
 def model_path(argv: list[str]) -> str | None:
     """The --model-path of an SGLang argv."""
     return last_value(list(argv), "--model-path")
-
-
-def with_model_path(argv: list[str], path: str) -> list[str]:
-    """The argv serving ``path`` instead (an experiment's local model directory), in place."""
-    command = LaunchCommand.parse(argv)
-    options = tuple(
-        Option("--model-path", (path,)) if option.name == "--model-path" else option
-        for option in command.options
-    )
-    return LaunchCommand(command.program, options).render()
 
 
 # ------------------------------------------------------------------------------ blocks

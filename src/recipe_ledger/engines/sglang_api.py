@@ -1,5 +1,5 @@
-"""SGLang's own HTTP endpoints around a launch: the real generate that proves readiness, and the
-prefix-cache flush between sweep points.
+"""SGLang's own HTTP endpoints around a launch: the real generate that proves readiness, the
+prefix-cache flush between sweep points, and the accept length ``/server_info`` reports.
 
 SGLang's ``/health`` answers 200 once the tokenizer manager is up; whether the model really
 generates is a separate question (a broken kernel, a missing stub, an attention backend that
@@ -11,12 +11,16 @@ waiting: otherwise it answers 400 ("the operation will not be performed"). Betwe
 the last requests may still be draining, so a 400 is retried with a short backoff; when it never
 clears, the point fails. Measuring the next point on a warm prefix cache would flatter it
 silently, which is worse than a failed run.
+
+``/server_info`` carries the speculative accept length SGLang itself measures (since launch): the
+point's number where its counters have none.
 """
 
 from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from collections.abc import Callable
 
 from recipe_ledger.errors import StateError
@@ -81,6 +85,31 @@ def flush_cache(
         where=url,
         hint=f"curl -s -X POST {url}; curl -s {base_url}/server_info  # running requests?",
     )
+
+
+def server_info_accept_length(base_url: str, timeout_s: float = 5.0) -> float | None:
+    """SGLang's ``/server_info`` ``internal_states[0].avg_spec_accept_length``: the speculative accept
+    length the server itself reports (since launch, not per point), or None where it offers none
+    (no speculation, no such endpoint, e.g. vLLM)."""
+    try:
+        with urllib.request.urlopen(f"{base_url}/server_info", timeout=timeout_s) as response:
+            info = json.loads(response.read().decode("utf-8", "replace"))
+    except (OSError, ValueError):
+        return None
+    return accept_length_of(info)
+
+
+def accept_length_of(info: object) -> float | None:
+    """``internal_states[0].avg_spec_accept_length`` of a /server_info answer (decode role first)."""
+    if isinstance(info, dict) and isinstance(info.get("decode"), list) and info["decode"]:
+        info = info["decode"][0]
+    states = info.get("internal_states") if isinstance(info, dict) else None
+    if not isinstance(states, list) or not states or not isinstance(states[0], dict):
+        return None
+    value = states[0].get("avg_spec_accept_length")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return None
 
 
 def _one_line(text: str, limit: int = 200) -> str:

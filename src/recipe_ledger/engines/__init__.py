@@ -1,0 +1,99 @@
+"""Serving engines: one module per engine behind one class (``base.Engine``), found by name.
+
+```
+engine = engines.get(arm.engine)          # InputError naming the known engines for an unknown one
+engine.served_model(command), engine.with_metrics(command), engine.reset_prefix_cache(url, 10)
+engines.names()                           # ("vllm", "sglang", "none", then plugins by name)
+```
+
+Everywhere else an engine is a name (the experiment's ``engine:``, ``ArmPlan.engine``, the
+ledger's ``engine``) that this registry turns into the object that knows it. Adding an engine is
+one file plus its registration: a built-in is listed in ``BUILT_IN``; any other package declares
+an entry point in the ``recipe_ledger.engines`` group (``tgi = my_package.tgi:ENGINE``) naming an
+``Engine`` instance or subclass whose ``name`` is the entry point's.
+
+Package map:
+  base        Engine (every default: "this engine has no such thing"), ServerCommand (what an
+              engine reads and edits of a launch command), ForeignClient, counter_delta
+  vllm        vLLM: ``vllm serve``, the serving venv's CLI, /reset_prefix_cache, vllm:* counters,
+              the kernel-autotune cache
+  sglang      SGLang: ``python -m sglang.launch_server`` from .venv-sglang, --enable-metrics,
+              readiness by a real generate, sglang:* counters, its JIT compile caches
+  sglang_api  SGLang's HTTP endpoints: /generate, /flush_cache (retried while draining), /server_info
+  none        the stand-in: studies and fake servers, read the vLLM way, recorded with no engine
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+
+from recipe_ledger.engines import none, sglang, vllm
+from recipe_ledger.engines.base import Engine
+from recipe_ledger.errors import InputError, StateError
+
+ENTRY_POINT_GROUP = "recipe_ledger.engines"
+# In the order the experiment schema lists them (and its error messages name them).
+BUILT_IN: tuple[Engine, ...] = (vllm.ENGINE, sglang.ENGINE, none.ENGINE)
+
+
+def get(name: str) -> Engine:
+    """The engine called ``name``."""
+    registered = _registry()
+    if name not in registered:
+        raise InputError(
+            f"unknown engine {name!r}; engines: {', '.join(registered)}",
+            where="engine",
+            hint="name one of them, or install the package that provides it",
+        )
+    return registered[name]
+
+
+def names(*, stand_ins: bool = True) -> tuple[str, ...]:
+    """Every registered engine's name, built-ins first; ``stand_ins=False``: only real engines."""
+    return tuple(name for name, engine in _registry().items() if stand_ins or not engine.stand_in)
+
+
+def refresh() -> None:
+    """Read the entry points again on next use (after installing a plugin, or in a test)."""
+    _registry.cache_clear()
+
+
+@functools.cache
+def _registry() -> dict[str, Engine]:
+    found = {engine.name: engine for engine in BUILT_IN}
+    points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    for point in sorted(points, key=lambda p: p.name):
+        engine = _plugin(point)
+        if engine.name in found:
+            raise StateError(
+                f"engine plugin {point.value} names itself {engine.name!r}, which is already registered",
+                where=f"entry point {ENTRY_POINT_GROUP}:{point.name}",
+                hint="give the plugin's engine another name",
+            )
+        found[engine.name] = engine
+    return found
+
+
+def _plugin(point: importlib.metadata.EntryPoint) -> Engine:
+    """The engine an entry point names: an ``Engine`` instance, or a subclass to instantiate."""
+    where = f"entry point {ENTRY_POINT_GROUP}:{point.name}"
+    try:
+        loaded = point.load()
+    except Exception as error:  # a broken plugin is named, not a traceback from deep in a run
+        raise StateError(
+            f"engine plugin {point.value} does not load: {type(error).__name__}: {error}", where=where
+        ) from error
+    engine = loaded() if isinstance(loaded, type) and issubclass(loaded, Engine) else loaded
+    if not isinstance(engine, Engine):
+        raise StateError(
+            f"engine plugin {point.value} is a {type(engine).__name__}, not an engines.base.Engine",
+            where=where,
+        )
+    if engine.name != point.name:
+        raise StateError(
+            f"engine plugin {point.value} is named {engine.name!r}, its entry point {point.name!r}",
+            where=where,
+            hint="make the entry point's name the engine's name",
+        )
+    return engine
