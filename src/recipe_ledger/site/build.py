@@ -34,6 +34,7 @@ from markdown_it import MarkdownIt
 from recipe_ledger import metrics as metric_table
 from recipe_ledger import tables as tables_mod
 from recipe_ledger.errors import InputError, LedgerError
+from recipe_ledger.ledger.published import LedgerView, load_verified
 from recipe_ledger.ledger.views import dirty_flag, image_text, summarize
 from recipe_ledger.paths import contained
 from recipe_ledger.recipes.boxes import Box, list_boxes
@@ -161,7 +162,7 @@ class LedgerIndex:
         return f"{root}ledger/{name}.html#e-{short(entry_id)}"
 
 
-def index_ledger(view: tables_mod.LedgerView) -> LedgerIndex:
+def index_ledger(view: LedgerView) -> LedgerIndex:
     entries = view.entries  # redacted where shown (a row, a page): walking all 100k is the slow part
     retracted_by: dict[str, str] = {}
     referred_by: dict[str, list[tuple[str, str]]] = defaultdict(list)
@@ -929,7 +930,7 @@ def _experiment_data(
 # -- tables ------------------------------------------------------------------------------------
 
 
-def read_tables(view: tables_mod.LedgerView) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+def read_tables(view: LedgerView) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """(tables.html's data, the table files) computed by the same pure functions as the tables
     stage from the same verified ledger (reading back the json files costs more at 100k entries).
     The files are copied under the site's own tables/, so its links work when site/ is served alone."""
@@ -1006,7 +1007,7 @@ def build_site(
     """Build the whole site of ``project`` (ledger/, recipes/, tables/) into ``out``."""
     started = time.perf_counter()
     tick = progress or (lambda stage, done, total: None)
-    view = tables_mod.load_verified(project)
+    view = load_verified(project)
     report = BuildReport(out=out, entries=len(view.entries))
     index = index_ledger(view)
     refresh_secret_env()

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from recipe_ledger.errors import LedgerError
+from recipe_ledger.ledger.published import secret_environ
 from recipe_ledger.recipes import resolve
 from recipe_ledger.recipes.boxes import Box
 from recipe_ledger.recipes.catalog import LoadedRecipe, RecipeRoot
@@ -39,7 +40,6 @@ from recipe_ledger.recipes.command import (
 from recipe_ledger.recipes.fit import FitReport, verdict_lines
 from recipe_ledger.recipes.fitting import fit_recipe, predict_ceilings
 from recipe_ledger.redact import redact_obj, redact_text
-from recipe_ledger.tables import secret_environ
 
 ALL_SUBSETS_UP_TO = 6
 _secret_env: dict[str, str] = {}
