@@ -3,7 +3,8 @@
 A vLLM command line mixes ``--flag value``, ``--flag=value``, boolean switches and flags that
 take several values (``--cpu-offload-params a b``). Fit arithmetic reads values from it and the
 lint looks for one flag written two ways; both go through ``parse_flags``. Planning a run edits a
-command through ``LaunchCommand``: parsed once, edited as options, rendered once.
+command through ``LaunchCommand``: parsed once, edited as options, rendered once; the site's
+experiment pages read one through it too (``option_texts``, ``loose_words``) to say what differs.
 """
 
 from __future__ import annotations
@@ -165,3 +166,15 @@ class LaunchCommand:
             if option.name == name and option.values:
                 return option.values[0]
         return None
+
+    def option_texts(self) -> dict[str, str]:
+        """``{flag: its values joined by spaces}`` as a person reads the command: ``"(set)"`` for a
+        bare switch, ``""`` for ``--name=``; the last occurrence wins, as it does for the server."""
+        return {
+            o.name: " ".join(o.values) if o.values else "(set)" for o in self.options if o.name is not None
+        }
+
+    def loose_words(self) -> tuple[str, ...]:
+        """The words no flag owns: the program's (``vllm serve MODEL``), then any that follow a
+        ``--name=value``."""
+        return (*self.program, *(word for o in self.options if o.name is None for word in o.values))

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from recipe_ledger import metrics as metric_table
 from recipe_ledger.errors import LedgerError
+from recipe_ledger.recipes.flags import LaunchCommand
 from recipe_ledger.spec.yamlfile import parse_yaml_text
 
 ARM_FIELDS = (("engine", "engine"), ("image", "image"), ("model_sha256", "model (content hash)"))
@@ -34,23 +35,12 @@ def control_arm(experiment: dict[str, Any]) -> str | None:
 
 
 def options_of(argv: list[str]) -> dict[str, str]:
-    """``--flag value`` / ``--flag=value`` / ``--switch`` of a command line -> {flag: value}; the
-    words before the first flag (the program, the model) under ``(command)``."""
-    out: dict[str, str] = {}
-    words: list[str] = []
-    i = 0
-    while i < len(argv):
-        token = str(argv[i])
-        if not token.startswith("-"):
-            words.append(token)
-            i += 1
-            continue
-        name, eq, value = token.partition("=")
-        if not eq and i + 1 < len(argv) and not str(argv[i + 1]).startswith("-"):
-            value, i = str(argv[i + 1]), i + 1
-        out[name] = value if (eq or value) else "(set)"
-        i += 1
-    if words:
+    """A command line as ``{flag: value}`` (``"(set)"`` for a switch) read by the one argv reader
+    (``LaunchCommand``: a flag's values are what the server would read), and the words no flag owns
+    (the program, the model) under ``(command)``."""
+    command = LaunchCommand.parse([str(token) for token in argv])
+    out = command.option_texts()
+    if words := command.loose_words():
         out["(command)"] = " ".join(words)
     return out
 
