@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from recipe_ledger.recipes.flags import LaunchCommand
-from recipe_ledger.site.experiments import options_of
+from recipe_ledger.site.pages.experiments import options_of
 
 
 def test_option_texts_are_each_flags_values_the_last_occurrence_winning() -> None:
