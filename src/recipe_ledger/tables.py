@@ -5,11 +5,10 @@ reader can regenerate them on a fresh clone and get the same bytes. Everything h
 deterministic for that reason: rows are sorted, numbers have one fixed format (``fmt_number``),
 nothing records the time of generation or an absolute path.
 
-Rules for what is published:
-
-- the ledger must verify (``ledger verify``); ``load_verified`` refuses otherwise;
-- a retracted entry feeds no table (it stays in the ledger and, struck through, on the site);
-- superseded releases stay in ``releases`` with their status: they were published and are history.
+Rules for what is published: the rows come from ``ledger.published`` (the view the site reads too),
+so the ledger must verify and a retracted entry feeds no table (it stays in the ledger and, struck
+through, on the site); superseded releases stay in ``releases`` with their status: they were
+published and are history.
 
 Tables (one row each): ``results`` (a subject: how many results, the newest one's verdict and
 entry), ``verdicts`` (a bar decided by ``ledger run``), ``releases`` (a release), ``failures`` (a
@@ -26,20 +25,14 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from recipe_ledger import metrics as metric_table
-from recipe_ledger.errors import StateError
-from recipe_ledger.ledger.fold import fold_statuses
-from recipe_ledger.ledger.store import Ledger
-from recipe_ledger.ledger.verify import verify
+from recipe_ledger.ledger.published import LedgerView, load_verified, text_cleaner
 from recipe_ledger.paths import contained
-from recipe_ledger.redact import is_secret_env_name, redact_text
 
 FORMAT_VERSION = 1  # of the json files' envelope; bump it when a column changes meaning
 SIGNIFICANT_DIGITS = 6
@@ -55,50 +48,6 @@ class Table:
     title: str
     columns: tuple[str, ...]
     rows: list[tuple[Any, ...]]
-
-
-@dataclass(frozen=True)
-class LedgerView:
-    """What the tables and the site read: entries oldest first, their folded status, chain heads."""
-
-    entries: list[dict[str, Any]]
-    statuses: dict[str, str]
-    heads: list[tuple[str, int, str]]  # (writer, entries in its chain, id of its last entry)
-
-
-# -- loading -----------------------------------------------------------------------------------
-
-
-def load_verified(root: Path) -> LedgerView:
-    """The ledger under ``root``, refused unless every chain verifies."""
-    ledger = Ledger.open(root)
-    report = verify(ledger)
-    if not report.ok:
-        shown = "; ".join(str(f) for f in report.findings[:3])
-        raise StateError(
-            f"the ledger does not verify, so nothing is published from it: {shown}",
-            where=str(ledger.dir),
-            hint="ledger verify",
-        )
-    return view_of(ledger.entries())
-
-
-def view_of(entries: list[dict[str, Any]]) -> LedgerView:
-    return LedgerView(entries, fold_statuses(entries), chain_heads(entries))
-
-
-def chain_heads(entries: Iterable[dict[str, Any]]) -> list[tuple[str, int, str]]:
-    last: dict[str, dict[str, Any]] = {}
-    for entry in entries:
-        writer = entry.get("writer", "")
-        if writer not in last or entry.get("seq", 0) >= last[writer].get("seq", 0):
-            last[writer] = entry
-    return [(w, e.get("seq", 0) + 1, e["id"]) for w, e in sorted(last.items())]
-
-
-def published(view: LedgerView, kind: str) -> list[dict[str, Any]]:
-    """Entries of ``kind`` that may feed a published number: not retracted."""
-    return [e for e in view.entries if e.get("kind") == kind and view.statuses[e["id"]] != "retracted"]
 
 
 # -- number formatting -------------------------------------------------------------------------
@@ -128,30 +77,13 @@ def json_value(value: Any) -> Any:
 # -- rows --------------------------------------------------------------------------------------
 
 
-def secret_environ() -> dict[str, str]:
-    """The secret-named variables of this process, snapshotted once per build: redact_text would
-    otherwise scan the whole environment for every cell."""
-    return {k: v for k, v in os.environ.items() if is_secret_env_name(k)}
-
-
-def text_cleaner(environ: dict[str, str] | None = None) -> Callable[[Any], str]:
-    """Redacted, whitespace-folded text of a cell; cached, since subjects repeat on every row."""
-    env = secret_environ() if environ is None else environ
-
-    @lru_cache(maxsize=1 << 16)
-    def clean(text: str) -> str:
-        return " ".join(redact_text(text, environ=env).split())
-
-    return lambda value: clean(str(value)) if value is not None else ""
-
-
 _text = text_cleaner()  # for callers outside build_tables (tests); build_tables takes a fresh snapshot
 
 
 def result_rows(view: LedgerView, text: Callable[[Any], str] = _text) -> list[tuple[Any, ...]]:
     """The long results: one row per metric of a result, with the metric's unit."""
     rows = []
-    for entry in published(view, "result"):
+    for entry in view.published("result"):
         payload = entry.get("payload", {})
         for metric, value in sorted(payload.get("metrics", {}).items()):
             rows.append(
@@ -179,7 +111,7 @@ def result_summary_rows(view: LedgerView, text: Callable[[Any], str] = _text) ->
     """One row per subject: how many results, how many numbers, and the newest result's verdict."""
     newest: dict[str, dict[str, Any]] = {}
     counts: dict[str, list[int]] = {}
-    for entry in published(view, "result"):
+    for entry in view.published("result"):
         payload = entry.get("payload", {})
         subject = text(payload.get("subject"))
         count = counts.setdefault(subject, [0, 0])
@@ -207,7 +139,7 @@ def result_summary_rows(view: LedgerView, text: Callable[[Any], str] = _text) ->
 
 def verdict_rows(view: LedgerView) -> list[tuple[Any, ...]]:
     rows = []
-    for entry in published(view, "result"):
+    for entry in view.published("result"):
         experiment = entry.get("payload", {}).get("experiment") or {}
         for bar in experiment.get("bars", []):
             rows.append(
@@ -238,7 +170,7 @@ def verdict_rows(view: LedgerView) -> list[tuple[Any, ...]]:
 
 def release_rows(view: LedgerView) -> list[tuple[Any, ...]]:
     rows = []
-    for entry in published(view, "release"):
+    for entry in view.published("release"):
         p = entry.get("payload", {})
         image, model = p.get("image") or {}, p.get("model") or {}
         metrics = "; ".join(f"{k}={fmt_number(v)}" for k, v in sorted(p.get("metrics", {}).items()))
@@ -264,7 +196,7 @@ def release_rows(view: LedgerView) -> list[tuple[Any, ...]]:
 
 def failure_rows(view: LedgerView, text: Callable[[Any], str] = _text) -> list[tuple[Any, ...]]:
     rows = []
-    for entry in published(view, "failure"):
+    for entry in view.published("failure"):
         p = entry.get("payload", {})
         rows.append(
             (
@@ -283,7 +215,7 @@ def failure_rows(view: LedgerView, text: Callable[[Any], str] = _text) -> list[t
 
 def calibration_rows(view: LedgerView, text: Callable[[Any], str] = _text) -> list[tuple[Any, ...]]:
     rows = []
-    for entry in published(view, "calibration"):
+    for entry in view.published("calibration"):
         p = entry.get("payload", {})
         points = p.get("points") or {}
         if not points:

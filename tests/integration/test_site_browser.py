@@ -24,7 +24,7 @@ from click.testing import CliRunner
 
 from recipe_ledger.cli import main
 from recipe_ledger.site import build_site
-from recipe_ledger.site.recipes import cli_line
+from recipe_ledger.site.pages.recipes import cli_line
 
 from helpers.projects import REPO, make_project
 from helpers.resources import CHROMEDRIVER, CHROMIUM, require

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from recipe_ledger.cli import main
 from recipe_ledger.errors import StateError
 from recipe_ledger.site import build_site
-from recipe_ledger.site.build import slugify
-from recipe_ledger.site.recipes import cli_line, combo_key, unpacked_cell
-from recipe_ledger.site.timeline import MAX_SHOWN_CHARS
+from recipe_ledger.site.pages.recipes import cli_line, combo_key, unpacked_cell
+from recipe_ledger.site.pages.timeline import MAX_SHOWN_CHARS
+from recipe_ledger.site.writer import slugify
 
 from helpers.projects import PLANT, REPO, TOKEN, make_project
 

@@ -18,8 +18,9 @@ from click.testing import CliRunner
 
 from recipe_ledger import tables
 from recipe_ledger.cli import main
-from recipe_ledger.site import build_site, experiments, plots, timeline
-from recipe_ledger.site.build import guide_link, markdown_html
+from recipe_ledger.site import build_site, plots, reproductions
+from recipe_ledger.site.pages import experiments, timeline
+from recipe_ledger.site.pages.recipes import guide_link, markdown_html
 
 from helpers.projects import REPO, fixed_ledger, make_project
 
@@ -126,7 +127,7 @@ def test_a_reproduction_reads_as_words() -> None:
             "output_tps_c4.n_reproduced": 6.0,
         }
     }
-    (line,) = experiments.reproduction_lines(payload)
+    (line,) = reproductions.reproduction_lines(payload)
     assert line["words"] == (
         "output_tps_c4: 376.850 tok/s now (n=6) vs 420.430 tok/s published (n=4): -10.4%, "
         "95% CI [-19.4%, -0.3%], tolerance ±25%"
@@ -271,7 +272,7 @@ def test_the_long_results_table_is_optional_and_removed_when_not_asked(tmp_path:
 
 
 def test_builders_from_worker_processes_equal_the_serial_ones(monkeypatch: pytest.MonkeyPatch) -> None:
-    from recipe_ledger.site import recipes as site_recipes
+    from recipe_ledger.site.pages import recipes as site_recipes
 
     root = site_recipes.CachedRoot(REPO / "recipes")
     loaded = [root.load(str(p)) for p in root.recipe_paths]
@@ -282,7 +283,7 @@ def test_builders_from_worker_processes_equal_the_serial_ones(monkeypatch: pytes
 
 
 def test_profiler_traces_of_a_pinned_run_folder_are_linked(tmp_path):
-    from recipe_ledger.site import experiments as experiments_mod
+    from recipe_ledger.site.pages import experiments as experiments_mod
 
     run = tmp_path / "evidence" / "study" / "run-1"
     (run / "raw").mkdir(parents=True)
@@ -305,8 +306,8 @@ def test_profiler_traces_of_a_pinned_run_folder_are_linked(tmp_path):
 
 
 def test_a_launch_flag_sweep_is_plotted_against_its_flag_not_against_concurrency():
-    from recipe_ledger.site import experiments as experiments_page
-    from recipe_ledger.site.build import experiment_charts
+    from recipe_ledger.site.pages import experiments as experiments_page
+    from recipe_ledger.site.pages.experiments import experiment_charts
 
     sweep = {"launch_sweep": {"args": ["--speculative-config", '{"num_speculative_tokens": {point}}']}}
     axis = experiments_page.point_axis(sweep)

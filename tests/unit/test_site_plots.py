@@ -5,7 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from recipe_ledger.site import plots
-from recipe_ledger.site.build import sweep_series
+from recipe_ledger.site.pages.experiments import sweep_series
 
 
 def test_the_knee_is_the_first_point_reaching_90_percent_of_the_best() -> None:

@@ -17,7 +17,7 @@ from recipe_ledger.cli.options import FOLDER, root_option, under_root
 if TYPE_CHECKING:  # both imported when the command runs: `ledger --help` need not load rich or the site
     from rich.progress import Progress, TaskID
 
-    from recipe_ledger.site.build import Progress as SiteProgress
+    from recipe_ledger.site.writer import Progress as SiteProgress
 
 
 @click.command("site")

@@ -16,6 +16,8 @@ Modules, each owning one thing:
   gitinfo    every git question (GitPython; the only module importing ``git``)
   actions    note / retract
   views      log filtering and summaries
+  published  the ledger as tables and site publish it: verified (or refused), statuses folded,
+             chain heads, retracted entries kept out of numbers, text redacted
   seed_campaigns  the seeds' campaigns (seeds/<name>.yaml, package data: every number with its
              seed line) read through spec.yamlfile into the items an import appends
   seed_import  a seed campaign appended to its own chain, idempotently (`ledger import-seed`)

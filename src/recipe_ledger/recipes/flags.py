@@ -4,7 +4,8 @@ A vLLM command line mixes ``--flag value``, ``--flag=value``, boolean switches a
 take several values (``--cpu-offload-params a b``). Fit arithmetic reads values from it and the
 lint looks for one flag written two ways; both go through ``parse_flags``. Planning a run edits a
 command through ``LaunchCommand``: parsed once, edited as options, rendered once; the MLflow index
-reads an arm's flags and program words from it too (``settings``, ``positionals``).
+and the site's experiment pages read an arm's flags and program words from it too (``settings``,
+``option_texts``, ``positionals``).
 """
 
 from __future__ import annotations
@@ -187,3 +188,8 @@ class LaunchCommand:
         a command without the flag is returned as it is."""
         options = tuple(Option(name, (value,)) if option.name == name else option for option in self.options)
         return LaunchCommand(self.program, options)
+
+    def option_texts(self) -> dict[str, str]:
+        """``{flag: its values joined by spaces}`` as a person reads the command: ``"(set)"`` for a
+        bare switch, ``""`` for ``--name=``; the last occurrence wins, as it does for the server."""
+        return {name: " ".join(values) if values else "(set)" for name, values in self.settings().items()}

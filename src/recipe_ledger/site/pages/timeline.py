@@ -1,4 +1,5 @@
-"""The ledger timeline: one row per entry, in human words, rendered without a template engine.
+"""The ledger timeline (``ledger/index.html``, ``ledger/page-N.html``): every entry, newest first,
+``TIMELINE_PAGE`` a page, one row each in human words, failures and retractions visible.
 
 At 100,000 entries the timeline is most of the site's build, so its rows are written here with
 ``html.escape`` and f-strings (jinja's per-row macro and attribute lookups cost ~10x more) and each
@@ -16,10 +17,58 @@ from typing import Any
 
 from recipe_ledger import metrics as metric_table
 from recipe_ledger.ledger.views import summarize
-from recipe_ledger.site.experiments import reproduction_lines
+from recipe_ledger.site.entries import TIMELINE_PAGE, LedgerIndex, entry_ref
+from recipe_ledger.site.reproductions import reproduction_lines
+from recipe_ledger.site.shown import cached_redact
+from recipe_ledger.site.writer import Progress, SiteWriter, run_tasks
 
 NUMBERS_SHOWN = 6  # numbers in words per row; the entry's JSON (and `ledger show`) has them all
 MAX_SHOWN_CHARS = 2000  # free text longer than this is cut on the timeline
+
+
+def write_timeline(writer: SiteWriter, index: LedgerIndex, tick: Progress) -> None:
+    """Every timeline page, each with the filters' choices and the chain heads."""
+    newest_first = list(reversed(index.entries))
+    pages = max(1, -(-len(newest_first) // TIMELINE_PAGE))
+    kinds = sorted({e.get("kind", "") for e in newest_first})
+    statuses = sorted({index.statuses[e["id"]] for e in newest_first})
+
+    def one(i: int, out: SiteWriter) -> None:
+        page = i + 1
+        chunk = newest_first[i * TIMELINE_PAGE : page * TIMELINE_PAGE]
+        name = "index" if page == 1 else f"page-{page}"
+        entries = timeline_rows(index, chunk, "../")
+        data = {
+            "page": page,
+            "pages": pages,
+            "kinds": kinds,
+            "statuses": statuses,
+            "heads": [{"writer": w, "entries": n, "head": h} for w, n, h in index.heads],
+            "entries": entries,
+        }
+        rows = rows_html(entries)
+        out.page(f"ledger/{name}.html", "ledger.html", data, compact=True, rows_html=rows)
+
+    run_tasks(pages, one, writer, "ledger", tick)
+
+
+def timeline_rows(index: LedgerIndex, entries: list[dict[str, Any]], root: str) -> list[dict[str, Any]]:
+    clean = cached_redact()
+    return [
+        row_data(entry, entry_ref(index, entry["id"], root), _refs(index, entry, root), clean)
+        for entry in entries
+    ]
+
+
+def _refs(index: LedgerIndex, entry: dict[str, Any], root: str) -> list[dict[str, Any]]:
+    return [
+        {"rel": r.get("rel"), **entry_ref(index, r["id"], root)}
+        for r in entry.get("refs", ())
+        if r.get("id") in index.by_id
+    ]
+
+
+# -- a row's data ------------------------------------------------------------------------------
 
 
 def clip(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
@@ -83,6 +132,9 @@ def row_data(
         "detail": clean(clip(str(p.get("text") or ""), 600)) if is_titled_note else "",
         "refs": refs,
     }
+
+
+# -- a row's markup ----------------------------------------------------------------------------
 
 
 def _link(ref: dict[str, Any]) -> str:

@@ -1,4 +1,6 @@
-"""Per-recipe page data: the command builder's precomputed commands, the fit table, the guide.
+"""The recipe pages (``recipes/<org>/<name>.html``) and the recipes' JSON API (``api/``): each
+recipe's description, the evidence the ledger holds per hardware, the command builder's precomputed
+commands, the memory fit on every box profile, the newest entries naming it, and its guide.
 
 The builder is static JS over precomputed text, so every command it shows is produced here by
 the same functions `ledger recipe command` calls (``resolve_for_people`` + ``text_for_people``),
@@ -16,6 +18,8 @@ for the request the CLI builds from ``-H HW -s STRATEGY -v VARIANT -f F...`` (or
 Commands share most of their lines, so each distinct line (and warning, and error) is stored once
 in ``texts`` and a combination lists indices into it: all 32 feature sets of a 5-feature recipe on
 11 hardware ids then fit in a page well under 2 MB.
+
+A recipe that does not load still gets a page, showing its error.
 """
 
 from __future__ import annotations
@@ -23,10 +27,17 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import os
-from collections.abc import Callable
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
+
+from markdown_it import MarkdownIt
 
 from recipe_ledger.errors import LedgerError
+from recipe_ledger.ledger.views import summarize
 from recipe_ledger.recipes import resolve
 from recipe_ledger.recipes.boxes import Box
 from recipe_ledger.recipes.catalog import LoadedRecipe, RecipeRoot
@@ -38,25 +49,18 @@ from recipe_ledger.recipes.command import (
 )
 from recipe_ledger.recipes.fit import FitReport, verdict_lines
 from recipe_ledger.recipes.fitting import fit_recipe, predict_ceilings
-from recipe_ledger.redact import redact_obj, redact_text
-from recipe_ledger.tables import secret_environ
+from recipe_ledger.site.entries import LedgerIndex, entry_ref
+from recipe_ledger.site.shown import redact, redact_all
+from recipe_ledger.site.writer import Progress, SiteWriter, dump_json, run_tasks, slugify, unique_path
 
+RECIPE_LEDGER_ROWS = 50  # newest entries naming a recipe listed on its page (the timeline has all)
+EVIDENCE_LINKS = 3  # newest entries linked per recipe x hardware cell
+EVIDENCE_KINDS = ("result", "release", "reproduction", "failure")
+UPSTREAM = "https://recipes.vllm.ai"  # where the recipes' own site-absolute links point
 ALL_SUBSETS_UP_TO = 6
-_secret_env: dict[str, str] = {}
 
 
-def refresh_secret_env() -> None:
-    """Snapshot the secret-named environment once per build (redact_text rescans it per call)."""
-    _secret_env.clear()
-    _secret_env.update(secret_environ())
-
-
-def redact(text: str) -> str:
-    return redact_text(text, environ=_secret_env)
-
-
-def redact_all(obj: Any) -> Any:
-    return redact_obj(obj, environ=_secret_env)
+# -- the recipes -------------------------------------------------------------------------------
 
 
 def recipe_name(ref: str) -> str:
@@ -84,6 +88,265 @@ def error_text(error: LedgerError, root: RecipeRoot) -> str:
     for prefix in {str(root.root), str(root.root.resolve())}:
         text = text.replace(prefix, "recipes")
     return redact(text)
+
+
+@dataclass
+class RecipeInfo:
+    ref: str
+    name: str
+    page: str  # path under out
+    loaded: LoadedRecipe | None
+    error: str | None = None
+
+
+def load_recipes(root: RecipeRoot) -> list[RecipeInfo]:
+    infos: list[RecipeInfo] = []
+    used: set[str] = set()
+    for path in root.recipe_paths:
+        ref = root.ref_of(path)
+        name = recipe_name(ref)
+        page = unique_path(f"recipes/{'/'.join(slugify(p) for p in name.split('/'))}.html", used)
+        try:
+            infos.append(RecipeInfo(ref, name, page, root.load(str(path))))
+        except LedgerError as error:
+            infos.append(RecipeInfo(ref, name, page, None, error_text(error, root)))
+    return infos
+
+
+# -- the ledger's evidence per recipe and hardware ---------------------------------------------
+
+
+_TOKEN_SPLIT = re.compile(r"[\s,;:()\[\]{}\"'`]+")
+
+
+def entry_tokens(entry: dict[str, Any]) -> set[str]:
+    """Lower-case words of an entry's subject-like fields (to tie entries to recipes and hardware)."""
+    p = entry.get("payload", {})
+    model = p.get("model") if isinstance(p.get("model"), dict) else {}
+    experiment = p.get("experiment") if isinstance(p.get("experiment"), dict) else {}
+    conditions = p.get("conditions") if isinstance(p.get("conditions"), dict) else {}
+    fields = [
+        p.get("subject"),
+        p.get("lane"),
+        model.get("name"),
+        experiment.get("box"),
+        conditions.get("box"),
+        conditions.get("hardware"),
+        p.get("title"),
+        # an arm resolved from a recipe names it: "models/org/name.yaml · cpu_x86 · single_node_tp ..."
+        *(a.get("source") for a in (experiment.get("arms") or {}).values() if isinstance(a, dict)),
+    ]
+    words: set[str] = set()
+    for text in fields:
+        if isinstance(text, str):
+            words.update(w.strip(".").lower() for w in _TOKEN_SPLIT.split(text) if w)
+    return words
+
+
+def recipe_keys(info: RecipeInfo) -> set[str]:
+    """Words that, in an entry's subject, mean this recipe's model."""
+    keys = {info.name.lower(), info.name.split("/")[-1].lower(), info.ref.lower()}
+    if info.loaded:
+        keys |= {info.loaded.recipe.meta.slug.lower(), info.loaded.recipe.model.model_id.lower()}
+    return keys
+
+
+def hardware_of(entry_words: set[str], boxes: dict[str, Box], hardware_ids: Iterable[str]) -> set[str]:
+    found = {hw for hw in hardware_ids if hw in entry_words or hw.replace("_", "-") in entry_words}
+    found |= {box.hardware for word in entry_words if (box := boxes.get(word)) and box.hardware}
+    return found
+
+
+def recipe_evidence(
+    infos: list[RecipeInfo], index: LedgerIndex, boxes: dict[str, Box], hardware_ids: list[str]
+) -> dict[str, list[tuple[dict[str, Any], set[str]]]]:
+    """recipe name -> [(entry, hardware ids it names)] for entries whose subject names the recipe."""
+    by_key: dict[str, str] = {}
+    for info in infos:
+        for key in recipe_keys(info):
+            by_key.setdefault(key, info.name)
+    found: dict[str, list] = defaultdict(list)
+    for entry in index.entries:
+        if entry.get("kind") not in ("result", "failure", "release", "note", "reproduction"):
+            continue
+        words = entry_tokens(entry)
+        names = {by_key[w] for w in words if w in by_key}
+        for name in sorted(names):
+            found[name].append((entry, hardware_of(words, boxes, hardware_ids)))
+    return found
+
+
+def evidence_cells(
+    hardware: dict[str, str], evidence: list[tuple[dict[str, Any], set[str]]], index: LedgerIndex, root: str
+) -> list[dict[str, Any]]:
+    """Per hardware the recipe names (or the ledger ties to it): what the recipe claims, and the
+    measured evidence behind it by kind, with the newest entries linked; or none."""
+    names = list(hardware) + sorted({hw for _, hws in evidence for hw in hws} - set(hardware))
+    cells = []
+    for hw in names:
+        here = [e for e, hws in evidence if hw in hws and e.get("kind") in EVIDENCE_KINDS]
+        counts = {kind: sum(e.get("kind") == kind for e in here) for kind in EVIDENCE_KINDS}
+        newest = [_evidence_row(e, {hw}, index, root) for e in here[-EVIDENCE_LINKS:][::-1]]
+        cells.append({"hardware": hw, "claimed": hardware.get(hw, ""), "counts": counts, "newest": newest})
+    return cells
+
+
+def _evidence_row(entry: dict[str, Any], hardware: set[str], index: LedgerIndex, root: str) -> dict[str, Any]:
+    return {
+        **entry_ref(index, entry["id"], root),
+        "kind": entry.get("kind"),
+        "ts": entry.get("ts", ""),
+        "summary": redact(summarize(entry, 140)),
+        "hardware": sorted(hardware),
+    }
+
+
+# -- the page ----------------------------------------------------------------------------------
+
+
+def recipe_page_data(
+    info: RecipeInfo,
+    root: RecipeRoot,
+    boxes: list[Box],
+    evidence: list,
+    index: LedgerIndex,
+    pages: dict[str, str] | None = None,
+) -> tuple[dict[str, Any], str]:
+    """(page data, guide HTML) of one recipe (its builder data is computed apart: start_builders)."""
+    rel_root = "../" * info.page.count("/")
+    shown = evidence[-RECIPE_LEDGER_ROWS:][::-1]
+    ledger_rows = [_evidence_row(entry, hws, index, rel_root) for entry, hws in shown]
+    base = {
+        "name": info.name,
+        "ref": info.ref,
+        "error": info.error,
+        "ledger": ledger_rows,
+        "ledger_total": len(evidence),
+    }
+    if info.loaded is None:
+        return base, ""
+    recipe = info.loaded.recipe
+    guide = redact(recipe.guide if isinstance(recipe.guide, str) else "")
+    data: dict[str, Any] = {
+        **base,
+        "title": redact(recipe.meta.title),
+        "provider": redact(recipe.meta.provider),
+        "description": redact(recipe.meta.description),
+        "model_id": recipe.model.model_id,
+        "hardware": {hw: str(state) for hw, state in recipe.meta.hardware.items()},
+        "evidence": evidence_cells(
+            {hw: str(state) for hw, state in recipe.meta.hardware.items()}, evidence, index, rel_root
+        ),
+        "variants": [
+            {
+                "name": v,
+                "precision": var.precision,
+                "vram_minimum_gb": var.vram_minimum_gb,
+                "description": redact(var.description or ""),
+            }
+            for v, var in recipe.variants.items()
+        ],
+        "fit": fit_rows(root, info.loaded, boxes),
+        "guide_markdown": guide,
+    }
+    return data, markdown_html(guide, guide_link(pages or {}, rel_root))
+
+
+def markdown_html(text: str, link: Callable[[str], str] | None = None) -> str:
+    """CommonMark with tables; raw HTML in the source is escaped (shown as text), never passed on.
+    ``link`` rewrites each link's target (a guide's site-absolute links: see ``guide_link``)."""
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    tokens = md.parse(text)
+    if link is not None:
+        for token in tokens:
+            for child in token.children or ():
+                href = child.attrs.get("href") if child.type == "link_open" else None
+                if isinstance(href, str):
+                    child.attrs["href"] = link(href)
+    return md.renderer.render(tokens, md.options, {})
+
+
+def guide_link(pages: dict[str, str], root: str) -> Callable[[str], str]:
+    """A guide's ``/org/model`` link (recipes.vllm.ai's form): this site's page of that recipe when
+    it has one, else the same path on recipes.vllm.ai; other links unchanged."""
+
+    def rewrite(href: str) -> str:
+        if not href.startswith("/") or href.startswith("//"):
+            return href
+        path, _, fragment = href.partition("#")
+        page = pages.get(path.strip("/").lower())
+        if page:
+            return root + quote(page) + (f"#{fragment}" if fragment else "")
+        return UPSTREAM + href
+
+    return rewrite
+
+
+def write_recipes(
+    writer: SiteWriter,
+    infos: list[RecipeInfo],
+    builders: list[dict[str, Any] | None],
+    root: RecipeRoot,
+    boxes: list[Box],
+    evidence: dict,
+    index: LedgerIndex,
+    tick: Progress,
+) -> None:
+    """Every recipe's page and API file, then ``api/models.json`` listing them."""
+    pages = {i.name.lower(): i.page for i in infos}
+
+    def one(i: int, out: SiteWriter) -> None:
+        info = infos[i]
+        data, guide_html = recipe_page_data(info, root, boxes, evidence.get(info.name, []), index, pages)
+        page = {**data, "builder": builders[i]}
+        out.page(info.page, "recipe.html", page, compact=True, guide_html=guide_html)
+        out.write_text(f"api/{info.name}.json", dump_json(api_recipe(info, root)))
+
+    run_tasks(len(infos), one, writer, "recipes", tick)
+    writer.write_text("api/models.json", dump_json(models_index(infos)))
+
+
+# -- the JSON API (recipes.vllm.ai's shape) ----------------------------------------------------
+
+
+def api_recipe(info: RecipeInfo, root: RecipeRoot) -> dict[str, Any]:
+    """The recipes.vllm.ai JSON shape: hf_id, meta, recommended_command first, then the rest."""
+    if info.loaded is None:
+        return {"hf_id": info.name, "error": info.error}
+    dumped = redact_all(info.loaded.recipe.model_dump(mode="json", exclude_none=True))
+    out: dict[str, Any] = {"hf_id": info.name, "meta": dumped.pop("meta")}
+    recommended = _recommended(info, root)
+    if recommended is not None:
+        out["recommended_command"] = recommended
+    for key in ("strategy_overrides", "compatible_strategies", "default_strategy", "dependencies"):
+        dumped.pop(key, None)
+    return {**out, **dumped}
+
+
+def _recommended(info: RecipeInfo, root: RecipeRoot) -> dict[str, Any] | None:
+    """The default selection's builder result (recipes.vllm.ai's `recommended_command`)."""
+    try:
+        resolved = resolve_for_people(root, CommandRequest(info.name))
+    except LedgerError:
+        return None
+    return redact_all(resolved.result)
+
+
+def models_index(infos: list[RecipeInfo]) -> list[dict[str, Any]]:
+    """``api/models.json``: every recipe's hf_id, title, provider, page and API file."""
+    return [
+        {
+            "hf_id": info.name,
+            "title": redact(info.loaded.recipe.meta.title) if info.loaded else info.name,
+            "provider": redact(info.loaded.recipe.meta.provider) if info.loaded else "",
+            "url": info.page,
+            "json": f"api/{info.name}.json",
+        }
+        for info in infos
+    ]
+
+
+# -- the command builder -----------------------------------------------------------------------
 
 
 def feature_sets(features: list[str], default: list[str]) -> list[list[str]]:
@@ -263,6 +526,9 @@ def start_builders(root: RecipeRoot, loaded: list[LoadedRecipe | None]) -> Calla
             _work = None
 
     return finish
+
+
+# -- the memory fit on every box ---------------------------------------------------------------
 
 
 def fit_rows(root: RecipeRoot, loaded: LoadedRecipe, boxes: list[Box]) -> list[dict[str, Any]]:
