@@ -24,8 +24,11 @@ Package map (one owner per concern):
   tracking/    the MLflow index of the ledger (mlflow and sqlite3 each through one of its modules)
   runs         the run folder runs/<run_id>/: paths, versioned headers, one reading policy
   metrics      what a metric is: unit, direction, label, format, each engine's source
+  routing      routing skew from an engine's per-pass expert hits (pure; scripts/routing_probe.py)
+  profile_summary  where a profiled window's time went, from a torch trace (pure; scripts/profile_probe.py)
   tables       verified, non-retracted entries -> tables/*.csv|json|md (the dvc ``tables`` stage)
   site/        tables + recipes + ledger -> static HTML (the only user of jinja2 and markdown-it)
+  scaleout/    several boxes: `ledger sweep` hands each experiment to its box on Ray
 """
 
 __version__ = "0.1.0"

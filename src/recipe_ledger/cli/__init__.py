@@ -11,6 +11,9 @@ one-line summary. A command's module is imported only when that command runs (or
 help), so ``ledger --help`` and ``ledger log`` do not pay for docker, MLflow or the recipe models.
 Each module is named after its command (``cli/log.py`` is ``ledger log``, ``cli/recipe.py`` the
 ``ledger recipe`` group); the options they share are defined once, in ``cli/options.py``.
+Besides the command modules: ``output`` prints for people (tables that never cut an id) and
+machines (JSON lines); ``progress`` draws the progress bar ``run``, ``calibrate`` and ``reproduce``
+share; ``reference`` writes docs/cli.md from every command's help (``./dev docs``).
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ Modules, each owning one thing:
   signing    Ed25519 keys, ledger/allowed_signers and ledger/maintainers, signed chain heads
   fingerprint  the box a writer's chain is bound to
   gitinfo    every git question (GitPython; the only module importing ``git``)
+  gitremote  what ``ledger sync`` asks of git: commit the ledger folder, fetch, merge, push
+  sync       ``ledger sync``: commit, fetch, merge, verify, push this box's chain
   actions    note / retract
   views      log filtering and summaries
   published  the ledger as tables and site publish it: verified (or refused), statuses folded,

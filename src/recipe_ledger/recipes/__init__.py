@@ -6,11 +6,14 @@ Modules:
   catalog     find a recipe by path, org/name or slug; validate; list
   preprocess  recipe YAML -> the object the reference builder receives (js-yaml values, hf_id...)
   resolve     selection -> argv, env, image, as recipes.vllm.ai builds it (pure: an import contract)
+  sglang      the same selection as SGLang's launch command: its ``sglang`` blocks, else vLLM's flags
+              translated (pure)
   shell       dedupe, quoting, command lines and ``docker run`` text, byte-identical to the site
   flags       a vLLM argv read as flags (``--x v`` / ``--x=v`` / switches / multi-value)
   command     ``ledger recipe command``: resolution with the site's defaults filled in
   lint        the schema's silent traps as warnings at file:line
   boxes       box profiles (recipes/boxes/*.yaml, ``schema_version`` 1)
   fit         memory arithmetic: budget, resident weights, KV room, what must leave the GPU (pure)
+  ceiling     ``ledger fit --predict``: the decode tok/s the host link alone allows for the offload (pure)
   fitting     ``ledger fit`` glue: resolve for a box, then fit
 """

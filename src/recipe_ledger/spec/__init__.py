@@ -5,4 +5,6 @@ Modules:
              resolvers, a line for every key, and limits on hostile input (size, alias expansion,
              depth, recursion, duplicate keys, scalars that cannot convert, files that are not files)
   validate   loaded YAML against a pydantic model; errors name the file, line and field
+  bounds     one slug rule and the size bounds of every text a spec holds
+  versioned  one ``schema_version`` check for every spec file (a newer one refused before its fields)
 """
