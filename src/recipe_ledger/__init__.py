@@ -14,6 +14,7 @@ Package map (one owner per concern):
   launch/      servers as a process group or a docker container (the only user of docker)
   instruments/ benchmark clients -> normalized metrics, raw files hashed
   verdict      candidate vs control with calibrated noise (pure)
+  sequential   the sequential verdict: a look after each launch pair, resumable state (pure; not yet wired)
   provenance   host / GPU fingerprint and model content hash (reads the machine, decides nothing)
   redact       secrets out of everything written (pure)
   ledger/      the append-only hash chains under ledger/ (git through ledger.gitinfo only)
