@@ -26,7 +26,8 @@ The method, per bar, at a look with ``n = min(n_control, n_candidate)`` pairs (`
    (no change called at an effect at the bar, about ``alpha_eq``) costs power, never a false call.
 4. **Order**: no-change when the equivalence interval lies inside ``+-bar``; else a call when the call
    interval clears zero (its equivalence interval then reaches past the bar: the bar is within
-   reach) and the instrument is not loose; else, at the cap, inconclusive with what would decide.
+   reach), the instrument is not loose and at least ``MIN_CALL_DF`` (4) degrees of freedom stand
+   behind the noise; else, at the cap, inconclusive with what would decide.
 5. **Loose**: a look whose noise may be at least ``loose_noise_share`` (1.0) x the bar (its 95% upper
    bound reaches it) carries no win or regression: even the largest cap (``MAX_CAP`` launches per arm)
    finds an effect at the bar with 80% power only up to about 1.05 x the bar (``plan`` says so before
@@ -71,6 +72,12 @@ LOOSE_NOISE_SHARE = 1.0
 # win at the second look, on a lucky-tight spread; 80% left 0.45%, 90% 0.3%, 95% 0.15%, and the power
 # at 0.6x noise stays 85% (the calls there come after 7+ pairs, where the bound is within 1.5x).
 LOOSE_CONFIDENCE = 0.95
+# A call needs at least this many degrees of freedom behind its noise. With 2 (two launches per arm,
+# no calibration) the t critical value is about 48: only a spread that happens to be 20-30x under the
+# truth gets there, so such calls were all luck (0.1-0.2% of 10%-noise sequences won at the bar) and
+# no true effect up to 2 bars is ever called there on a tight instrument. A calibration pooled in
+# lends its degrees of freedom, so a calibrated sequence can still call after two pairs.
+MIN_CALL_DF = 4
 PLANNING_POWER = 0.8
 _GRID_POINTS = 121  # Simpson nodes per look in the boundary recursion (boundaries agree to 1e-4)
 _GRID_DEPTH = 8.0  # the recursion's grid reaches this many standard deviations below zero
@@ -460,7 +467,9 @@ def _judge(
         call=call,
         equivalence=equivalence,
         loose=loose,
-        outcome=_outcome(call, equivalence, bar, loose, last=look_at >= design.cap),
+        outcome=_outcome(
+            call, equivalence, bar, may_call=not loose and noise.df >= MIN_CALL_DF, last=look_at >= design.cap
+        ),
     )
 
 
@@ -483,11 +492,11 @@ def _t_statistic(log_effect: float, standard_error: float) -> float:
 
 
 def _outcome(
-    call: tuple[float, float], equivalence: tuple[float, float], bar: Bar, loose: bool, *, last: bool
+    call: tuple[float, float], equivalence: tuple[float, float], bar: Bar, *, may_call: bool, last: bool
 ) -> LookOutcome:
     if math.log1p(-bar.min_effect) < equivalence[0] and equivalence[1] < math.log1p(bar.min_effect):
         return "no-change"
-    if not loose and (call[0] > 0 or call[1] < 0):
+    if may_call and (call[0] > 0 or call[1] < 0):
         better = (call[0] > 0) == (bar.direction == "higher")
         return "win" if better else "regression"
     return "inconclusive" if last else "continue"

@@ -141,6 +141,22 @@ def test_a_clear_win_stops_early_and_says_so_in_words() -> None:
     assert last.call_spent == pytest.approx(last.call_level * len(state.looks))
 
 
+def test_two_launches_per_arm_alone_never_call_but_a_calibration_lets_them() -> None:
+    # With 2 degrees of freedom a call would need t above ~48: only a lucky-tight spread gets there,
+    # so calls wait for MIN_CALL_DF; a pooled calibration supplies the degrees of freedom at once.
+    def two_pairs(calibration: sq.CalibrationNoise | None) -> sq.SequenceState:
+        state = sq.start(TPS, calibration=calibration)
+        for control, candidate in ((100.0, 150.0), (100.1, 150.2)):
+            state = sq.add_launch(state, "control", [control])
+            state = sq.add_launch(state, "candidate", [candidate])
+        return sq.look(state)
+
+    alone = two_pairs(None).looks[-1]
+    assert alone.noise.df == 2 < sq.MIN_CALL_DF and alone.call_low > 0 and alone.outcome == "continue"
+    calibrated = two_pairs(sq.CalibrationNoise(launches=6, sigma_log=0.002)).looks[-1]
+    assert calibrated.noise.df == 7 and calibrated.outcome == "win"
+
+
 def test_lower_is_better_calls_a_faster_candidate_a_win() -> None:
     state = run_sequence(TTFT, 200.0, 180.0, 0.01, seed=2)
     assert state.decision is not None and state.decision.outcome == "win"
