@@ -53,12 +53,12 @@ Method = Literal["rl-sequential/1"]
 METHOD: Method = "rl-sequential/1"
 DEFAULT_ALPHA = 0.01  # false calls over the whole sequence, both sides together
 # No-change at an effect at the bar is called at most about this often: a power cost, not a false call.
-# With the default cap it keeps the power at the bar near 87% at 0.6x noise while an A/A sequence
-# stops in about 6 launches per arm there (0.10: 88%, but 7; 0.20: 80%, at the goal's edge).
+# At 0.6x noise and a cap of 20: power at the bar 84%, an A/A sequence stops after 11.9 launches;
+# 0.10: 87% but 13.7 launches; 0.20: 79-80%, at the goal's edge.
 DEFAULT_EQUIVALENCE_ALPHA = 0.15
 DEFAULT_SPENDING_RHO = 0.5  # front-loaded: an A/A sequence on a tight instrument stops in 2-3 pairs
-# Launches per arm. 24 rather than 20: at 0.6x noise 20 left the power at the bar at 81-84%, a hair
-# over the goal; 24 gives 87% for half a launch more per decided verdict (benchmarks/README.md).
+# Launches per arm. 24 rather than 20: at 0.6x noise 20 left the power at the bar at 79-84%, at the
+# goal's edge; 24 gives 84-89% for half a launch more per decided verdict (benchmarks/README.md).
 DEFAULT_CAP = 24
 MIN_PAIRS = 2  # the fewest launches per arm whose spread shows launch-to-launch noise
 MAX_CAP = 50  # launches per arm; the loose rule is derived from it
@@ -69,8 +69,9 @@ MAX_CAP = 50  # launches per arm; the loose rule is derived from it
 LOOSE_NOISE_SHARE = 1.0
 # A call needs this much confidence that the noise is under the loose share of the bar. 95% and not
 # the verdict's 80%: with the point estimate 0.5% of 10%-noise sequences called a (true) 10% gain a
-# win at the second look, on a lucky-tight spread; 80% left 0.45%, 90% 0.3%, 95% 0.15%, and the power
-# at 0.6x noise stays 85% (the calls there come after 7+ pairs, where the bound is within 1.5x).
+# win early, on a lucky-tight spread; 80% left 0.45%, 90% 0.3%, 95% 0.15% (with MIN_CALL_DF below:
+# under 0.1%), and the power at 0.6x noise stays 85% (calls there come after 7+ pairs, where the
+# bound is within 1.5x of the estimate).
 LOOSE_CONFIDENCE = 0.95
 # A call needs at least this many degrees of freedom behind its noise. With 2 (two launches per arm,
 # no calibration) the t critical value is about 48: only a spread that happens to be 20-30x under the
