@@ -111,6 +111,7 @@ PROBES = [
     ("recipe_ledger.brand_new", "import mlflow", "mlflow"),  # a module nobody listed anywhere
     ("recipe_ledger.verdict", "import subprocess", "subprocess"),
     ("recipe_ledger.stats", "import time", "time"),  # the verdict's distributions are pure too
+    ("recipe_ledger.sequential", "import time", "time"),  # the sequential verdict has no clock
     ("recipe_ledger.scaleout.sweep", "import ray", "ray"),  # the sweep driver, beside ray's owner
 ]
 
