@@ -86,6 +86,8 @@ def test_the_payload_versions_row_names_every_kind_at_its_current_version():
     from recipe_ledger.ledger.kinds import KINDS
     from recipe_ledger.ledger.models import current_version
 
-    (row,) = [line for line in ARCHITECTURE.read_text().splitlines() if line.startswith("| payloads, by `kind`")]
+    (row,) = [
+        line for line in ARCHITECTURE.read_text().splitlines() if line.startswith("| payloads, by `kind`")
+    ]
     shown = {kind: int(version) for kind, version in re.findall(r"`(\w+)` (\d+)", row)}
     assert shown == {kind: current_version(kind) for kind in KINDS}
