@@ -5,4 +5,5 @@ Modules:
              resolvers, a line for every key, and limits on hostile input (size, alias expansion,
              depth, recursion, duplicate keys, scalars that cannot convert, files that are not files)
   validate   loaded YAML against a pydantic model; errors name the file, line and field
+  registered a field whose value is a name a registry knows (instrument kinds), an enum in the schema
 """
