@@ -12,11 +12,12 @@ Package map (one owner per concern):
   experiment/  the experiment spec (experiments/*.yaml)
   pipeline/    the one place the stages are wired: plan, preflight, measure, run, record
   launch/      servers as a process group or a docker container (the only user of docker)
-  instruments/ benchmark clients -> normalized metrics, raw files hashed
+  instruments/ benchmark clients -> normalized metrics, raw files hashed; the registry of kinds
   verdict      candidate vs control with calibrated noise (pure)
   stats        Student t, chi-square, sigma upper bounds, sample stdev: the verdict's arithmetic (pure)
   provenance   host / GPU fingerprint and model content hash (reads the machine, decides nothing)
   redact       secrets out of everything written (pure)
+  plugins      registries a plugin extends: built-ins plus Python entry points (instrument kinds)
   ledger/      the append-only hash chains under ledger/ (git through ledger.gitinfo only)
   releases/    release specs, pins, publish, diff, reproduce
   tracking     the MLflow index of the ledger (the only user of mlflow and sqlite3)

@@ -24,17 +24,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from recipe_ledger import instruments
 from recipe_ledger.errors import InputError
 from recipe_ledger.experiment.spec import Bar, Experiment, Instrument
-
-# The client (a program, not a version) each instrument kind runs.
-CLIENTS: Mapping[str, str] = {
-    "vllm_bench_serve": "vllm bench serve",
-    "sglang_bench_serving": "sglang.bench_serving",
-    "command": "command",
-    "tail": "vllm bench serve",  # sequential, through the OpenAI completions backend: either engine
-    "aiperf_replay": "aiperf",
-}
 
 # The backend each client uses when options name none (vllm_bench's DEFAULT_OPTIONS; sglang's own).
 _DEFAULT_BACKEND: Mapping[str, str] = {"vllm_bench_serve": "openai", "sglang_bench_serving": "sglang"}
@@ -51,8 +43,8 @@ _OPENAI_ENDPOINTS = frozenset({"/v1/completions", "/v1/chat/completions"})
 
 
 def client_of(instrument: Instrument) -> str:
-    """The benchmark client an instrument runs, e.g. "vllm bench serve"."""
-    return CLIENTS[instrument.kind]
+    """The benchmark client an instrument runs, e.g. "vllm bench serve" (its kind's, registered)."""
+    return instruments.get(instrument.kind).client
 
 
 def why_cannot_measure(instrument: Instrument, engine: str) -> str | None:
@@ -80,18 +72,13 @@ def bar_label(bar: Bar) -> str:
     return f"{bar.metric}@{bar.point}"
 
 
-def bar_instrument(experiment: Experiment, bar: Bar) -> Instrument:
-    name = bar.instrument or experiment.instruments[0].name
-    return next(i for i in experiment.instruments if i.name == name)
-
-
 def clients_by_bar(experiment: Experiment, versions: Mapping[str, str] | None = None) -> dict[str, str]:
     """For each bar (``metric@point``), the one client that measured every arm it compares, with
     its version when ``versions`` (instrument name -> version) knows it:
     ``{"output_tps_total@4": "vllm bench serve 0.32.0 (instrument bench)"}``."""
     out: dict[str, str] = {}
     for bar in experiment.bars:
-        instrument = bar_instrument(experiment, bar)
+        instrument = experiment.instrument_of(bar)
         version = (versions or {}).get(instrument.name, "")
         # A command instrument's version already names it ("command:<template hash>").
         client = (
@@ -111,7 +98,7 @@ def check_one_client_per_bar(experiment: Experiment) -> None:
     """
     engines = {name: experiment.engine_of(name) for name in experiment.arm_names}
     for bar in experiment.bars:
-        instrument = bar_instrument(experiment, bar)
+        instrument = experiment.instrument_of(bar)
         for arm, engine in engines.items():
             reason = why_cannot_measure(instrument, engine) if engine != "none" else None
             if reason:
