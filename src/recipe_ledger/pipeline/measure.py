@@ -13,11 +13,10 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from recipe_ledger import paths, runs
+from recipe_ledger import instruments, paths, runs
 from recipe_ledger.experiment.spec import Instrument
-from recipe_ledger.instruments import aiperf_replay, server_metrics, sglang_bench, tail, vllm_bench
-from recipe_ledger.instruments import command as command_instrument
-from recipe_ledger.instruments.base import InvalidPoint, MeasureContext, Measurement
+from recipe_ledger.instruments import server_metrics
+from recipe_ledger.instruments.base import Clients, InvalidPoint, MeasureContext, Measurement, PointRun
 from recipe_ledger.launch.containers import DockerLauncher
 from recipe_ledger.launch.failures import BootFailure
 from recipe_ledger.launch.process import ProcessLauncher
@@ -98,22 +97,18 @@ def measure_point(
     ctx: MeasureContext,
     repo: Path,
 ) -> Measurement:
-    """One point through one instrument, against the server of ``arm.engine``."""
-    if instrument.kind == "vllm_bench_serve":
-        # The OpenAI completions client measures an SGLang server as it is: no option changes.
-        return vllm_bench.measure(plan.engine_bin, instrument.options, ctx, env=client_env())
-    if instrument.kind == "sglang_bench_serving":
-        # The client runs from SGLang's venv, the one its servers run from (plan.find_sglang_python).
-        return sglang_bench.measure(
-            plan.sglang_python, instrument.options, ctx, env=client_env(), engine=arm.engine
-        )
-    if instrument.kind == "command":
-        return command_instrument.measure(list(instrument.command or []), ctx, env=arm.env, root=repo)
-    if instrument.kind == "aiperf_replay":
-        return aiperf_replay.measure(plan.aiperf_bin, instrument.options, ctx, env=client_env(), repo=repo)
-    if instrument.kind == "tail":
-        return tail.measure(plan.engine_bin, instrument.options, ctx, env=client_env())
-    raise NotImplementedError(f"instrument kind {instrument.kind}")
+    """One point through one instrument, against the server of ``arm.engine``: the kind's
+    registered instrument measures it (``recipe_ledger.instruments``)."""
+    run = PointRun(
+        ctx=ctx,
+        spec=instrument,
+        engine=arm.engine,
+        clients=Clients(plan.engine_bin, plan.sglang_python, plan.aiperf_bin),
+        client_env=client_env(),
+        arm_env=arm.env,
+        repo=repo,
+    )
+    return instruments.get(instrument.kind).measure(run)
 
 
 def warm_up(base_url: str, model: str, requests: int) -> None:
@@ -211,7 +206,7 @@ def measure_one(
     with clock.step("counter scrapes"):
         after = server_metrics.scrape(base_url) if base_url else None
     server_side = server_metrics.point_metrics(before, after, base_url, arm.engine)
-    refused = tail.flattery(instrument.options, server_side) if instrument.kind == "tail" else None
+    refused = instruments.get(instrument.kind).refusals(instrument.options, server_side)
     return PointRecord(
         arm.name,
         repeat,
