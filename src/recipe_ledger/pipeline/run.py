@@ -158,10 +158,6 @@ def verdict_bar(bar: SpecBar, point: int) -> verdicts.Bar:
     return verdicts.Bar(metric=bar.metric, point=point, direction=bar.direction, min_effect=bar.min_effect)
 
 
-def bar_instrument(plan: RunPlan, bar: SpecBar) -> str:
-    return bar.instrument or plan.experiment.instruments[0].name
-
-
 def calibrate_inline(ctx: RunContext) -> tuple[list[PointRecord], int]:
     """A/A: the control launched ``calibration.repeats`` times, before the experiment proper."""
     repeats = ctx.plan.experiment.calibration.repeats
@@ -186,7 +182,7 @@ def record_calibrations(ctx: RunContext, records: list[PointRecord]) -> dict[tup
     """One calibration entry per (instrument, metric) that a bar uses."""
     out: dict[tuple[str, str], dict] = {}
     for bar in ctx.plan.experiment.bars:
-        instrument = bar_instrument(ctx.plan, bar)
+        instrument = ctx.plan.experiment.instrument_of(bar).name
         if (instrument, bar.metric) in out:
             continue
         # Typed with int | str keys: calibrate takes either, and a Mapping is invariant in its key type.
@@ -264,12 +260,12 @@ def existing_calibrations(ctx: RunContext) -> tuple[dict[tuple[str, str], dict],
     exp = ctx.plan.experiment
     found: dict[tuple[str, str], dict] = {}
     for bar in exp.bars:
-        instrument = bar_instrument(ctx.plan, bar)
+        instrument = exp.instrument_of(bar).name
         key = calibration_key(ctx.plan, instrument, bar.metric, ctx.host)
         entry = find_calibration(ctx.ledger, key, exp.calibration.max_age_days)
         if entry:
             found[(instrument, bar.metric)] = entry
-    needed = {(bar_instrument(ctx.plan, b), b.metric) for b in exp.bars}
+    needed = {(exp.instrument_of(b).name, b.metric) for b in exp.bars}
     return found, needed <= set(found)
 
 
@@ -325,7 +321,7 @@ def decide_bars(
     out_v, out_b = [], []
     for candidate in exp.candidates:
         for bar in exp.bars:
-            instrument = bar_instrument(ctx.plan, bar)
+            instrument = ctx.plan.experiment.instrument_of(bar).name
             cal = cals.get((instrument, bar.metric))
             calibration = to_verdict_calibration(cal)
             for point in bar_points(exp.points, bar):
@@ -383,7 +379,7 @@ def instrument_classes(plan: RunPlan, cals: dict[tuple[str, str], dict]) -> dict
     (the site marks loose instruments from these)."""
     out: dict[str, str] = {}
     for bar in plan.experiment.bars:
-        instrument = bar_instrument(plan, bar)
+        instrument = plan.experiment.instrument_of(bar).name
         calibration = to_verdict_calibration(cals.get((instrument, bar.metric)))
         if calibration is None:
             continue
@@ -412,7 +408,7 @@ def several_instruments(plan: RunPlan) -> bool:
 def bar_metric_name(plan: RunPlan, bar: SpecBar) -> str:
     """The bar's metric as the record names it: with its instrument when there are several."""
     if several_instruments(plan):
-        return metric_table.instrument_metric(bar_instrument(plan, bar), bar.metric)
+        return metric_table.instrument_metric(plan.experiment.instrument_of(bar).name, bar.metric)
     return bar.metric
 
 

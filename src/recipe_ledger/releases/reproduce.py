@@ -294,10 +294,10 @@ def decide(
 
 
 def _instrument(target: Target, metric: str) -> str:
-    for bar in target.plan.experiment.bars:
-        if bar.metric == metric and bar.instrument:
-            return bar.instrument
-    return target.plan.experiment.instruments[0].name
+    """The instrument a bar on ``metric`` names, else the experiment's default one."""
+    experiment = target.plan.experiment
+    named = (bar.instrument for bar in experiment.bars if bar.metric == metric and bar.instrument)
+    return next(named, experiment.default_instrument.name)
 
 
 def _direction(metric: str) -> metric_table.Direction:
