@@ -25,7 +25,7 @@ from recipe_ledger.instruments.base import sha256_file
 from recipe_ledger.ledger.models import ArmRecord, BarVerdict, ExperimentRecord, current_version
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.pipeline.events import Events, Notice, PhaseStarted, print_notices
-from recipe_ledger.pipeline.measure import PointRecord, measure_launch
+from recipe_ledger.pipeline.measure import Launch, PointRecord, measure_launch
 from recipe_ledger.pipeline.plan import RunPlan
 from recipe_ledger.pipeline.steps import StepClock
 from recipe_ledger.provenance import comparable_host, host_fingerprint, model_revision
@@ -147,6 +147,20 @@ class RunContext:
     started: float = field(default_factory=time.monotonic)
     clock: StepClock = field(default_factory=StepClock)  # where the wall time went, per step
 
+    def launch(self, arm: str, repeat: int, tag: str = "") -> Launch:
+        """One fresh launch of ``arm`` in this run: its folder, progress events and step clock."""
+        return Launch(
+            self.plan,
+            self.plan.arms[arm],
+            repeat,
+            self.run_dir,
+            self.run_id,
+            self.repo,
+            self.events,
+            tag,
+            self.clock,
+        )
+
 
 def bar_points(points: list[int], bar: SpecBar) -> list[int]:
     """The sweep points a bar decides: its own, or every one for ``point: all``."""
@@ -164,17 +178,7 @@ def calibrate_inline(ctx: RunContext) -> tuple[list[PointRecord], int]:
     ctx.events(PhaseStarted("calibration", repeats, len(ctx.plan.experiment.points)))
     records: list[PointRecord] = []
     for repeat in range(1, repeats + 1):
-        records += measure_launch(
-            ctx.plan,
-            ctx.plan.arms["control"],
-            repeat,
-            ctx.run_dir,
-            ctx.run_id,
-            ctx.repo,
-            events=ctx.events,
-            tag=CALIBRATION_TAG,
-            clock=ctx.clock,
-        )
+        records += measure_launch(ctx.launch("control", repeat, CALIBRATION_TAG))
     return records, repeats
 
 
@@ -299,16 +303,7 @@ def run_schedule(ctx: RunContext) -> list[PointRecord]:
     ctx.events(PhaseStarted("measurement", len(ctx.plan.schedule), len(ctx.plan.experiment.points)))
     records: list[PointRecord] = []
     for arm_name, repeat in ctx.plan.schedule:
-        records += measure_launch(
-            ctx.plan,
-            ctx.plan.arms[arm_name],
-            repeat,
-            ctx.run_dir,
-            ctx.run_id,
-            ctx.repo,
-            events=ctx.events,
-            clock=ctx.clock,
-        )
+        records += measure_launch(ctx.launch(arm_name, repeat))
         with ctx.clock.step("records"):  # kept after each launch: a later one may fail
             write_records(ctx.run_dir / runs.MEASUREMENTS, records)
     return records

@@ -253,16 +253,7 @@ def rerun(ctx: runner.RunContext, target: Target, repeats: int) -> list[PointRec
     with recording_failure(ctx, "reproduction"), contextlib.chdir(ctx.repo):
         for repeat in range(1, repeats + 1):
             for arm in target.arms:
-                records += measure.measure_launch(
-                    ctx.plan,
-                    target.plan.arms[arm],
-                    repeat,
-                    ctx.run_dir,
-                    ctx.run_id,
-                    ctx.repo,
-                    events=ctx.events,
-                    tag=TAG,
-                )
+                records += measure.measure_launch(ctx.launch(arm, repeat, TAG))
                 runner.write_records(ctx.run_dir / runs.MEASUREMENTS, records)
     return records
 
