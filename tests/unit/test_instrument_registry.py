@@ -276,3 +276,31 @@ def test_a_bar_reads_the_instrument_it_names_else_the_first():
     experiment = Experiment.model_validate(spec)
     assert experiment.default_instrument.name == "first"
     assert [experiment.instrument_of(bar).name for bar in experiment.bars] == ["first", "second"]
+
+
+# --- a kind's own numbers in the result --------------------------------------------------------
+
+
+def test_the_tail_test_s_and_the_replay_s_own_numbers_join_the_result_s_medians():
+    """What pipeline.run once listed for the kinds "tail" and "aiperf_replay" is now their own."""
+    from types import SimpleNamespace
+
+    from recipe_ledger.pipeline.measure import PointRecord
+    from recipe_ledger.pipeline.run import extra_summary_metrics, summary_metrics
+
+    kinds = {"t": "tail", "r": "aiperf_replay", "b": "vllm_bench_serve"}
+    specs = [Instrument(name=name, kind=kind) for name, kind in kinds.items()]
+    extras = extra_summary_metrics(SimpleNamespace(experiment=SimpleNamespace(instruments=specs)))
+    assert (
+        set(extras) == {"t", "r"} and "prefill_tps" in extras["t"] and "cache_reuse_achieved" in extras["r"]
+    )
+    numbers = {"output_tps_total": 2.0, "prefill_tps": 9.0, "ttft_ms_p99": 5.0, "cache_reuse_achieved": 0.5}
+    records = [PointRecord("control", 1, 1, name, "v", 0, dict(numbers)) for name in kinds]
+    summary = summary_metrics(records, extras, per_instrument=True)
+    assert {key for key in summary if key.startswith("control.c1.t/")} == {
+        "control.c1.t/output_tps_total",
+        "control.c1.t/prefill_tps",
+        "control.c1.t/ttft_ms_p99",
+    }
+    assert "control.c1.r/cache_reuse_achieved" in summary and "control.c1.r/prefill_tps" not in summary
+    assert {key for key in summary if key.startswith("control.c1.b/")} == {"control.c1.b/output_tps_total"}

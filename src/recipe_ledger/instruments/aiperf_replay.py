@@ -390,6 +390,13 @@ class AiperfReplay(InstrumentKind):
     summary = "a multi-turn trace replayed through AIPerf"
     options_model = ReplayOptions
     options_hint = OPTIONS_HINT
+    extra_summary_metrics = (
+        "ttft_ms_p90",
+        "ttft_ms_p99",
+        "e2el_ms_p99",
+        "cache_reuse_expected",
+        "cache_reuse_achieved",
+    )
 
     def check_before_launch(self, spec: InstrumentSpec, repo: Path, max_model_len: int | None) -> None:
         """The options, the trace against the smallest context, and AIPerf installed: all before

@@ -136,6 +136,8 @@ class InstrumentKind:
     needs_command: bool = False  # True: the instrument must carry a ``command`` argv template
     options_model: type[BaseModel] | None = None  # a strict model of its options; None: the client's flags
     options_hint: str = "docs/instruments.md lists each instrument's options"
+    # Its own numbers a result's medians keep beyond metrics.SUMMARY_METRICS (the tail test's tail).
+    extra_summary_metrics: tuple[str, ...] = ()
 
     def parse_options(self, options: Mapping[str, Any], instrument: str) -> Any:
         """The options as this kind reads them (its model), or an InputError naming the field."""

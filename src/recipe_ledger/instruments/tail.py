@@ -129,6 +129,7 @@ class Tail(InstrumentKind):
     summary = "sequential cache-busted requests: TTFT tail and prefill rate"
     options_model = TailOptions
     options_hint = OPTIONS_HINT
+    extra_summary_metrics = ("ttft_ms_p90", "ttft_ms_p99", "e2el_ms_p99", "prefill_tps")
 
     def measure(self, run: PointRun) -> Measurement:
         return measure(run.clients.vllm_bin, run.spec.options, run.ctx, env=run.client_env)

@@ -13,11 +13,13 @@ import json
 import secrets
 import statistics
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
+from recipe_ledger import instruments, runs
 from recipe_ledger import metrics as metric_table
-from recipe_ledger import runs
 from recipe_ledger import verdict as verdicts
 from recipe_ledger.experiment.engines import clients_by_bar
 from recipe_ledger.experiment.spec import Bar as SpecBar
@@ -407,37 +409,27 @@ def bar_metric_name(plan: RunPlan, bar: SpecBar) -> str:
     return bar.metric
 
 
-def workload_instrument_names(plan: RunPlan) -> frozenset[str]:
-    return frozenset(i.name for i in plan.experiment.instruments if i.kind in ("tail", "aiperf_replay"))
-
-
-# Beyond metrics.SUMMARY_METRICS: the tail test's and the replay's own numbers.
-WORKLOAD_SUMMARY_METRICS = (
-    "ttft_ms_p90",
-    "ttft_ms_p99",
-    "e2el_ms_p99",
-    "prefill_tps",
-    "cache_reuse_expected",
-    "cache_reuse_achieved",
-)
+def extra_summary_metrics(plan: RunPlan) -> dict[str, tuple[str, ...]]:
+    """Instrument name -> the numbers of its own the result keeps beyond metrics.SUMMARY_METRICS
+    (its kind's: the tail test's TTFT tail and prefill rate, the replay's cache reuse)."""
+    extras = {i.name: instruments.get(i.kind).extra_summary_metrics for i in plan.experiment.instruments}
+    return {name: metrics for name, metrics in extras.items() if metrics}
 
 
 def summary_metrics(
     records: list[PointRecord],
-    workload_instruments: frozenset[str] = frozenset(),
+    extra_metrics: Mapping[str, tuple[str, ...]] = MappingProxyType({}),
     per_instrument: bool = False,
 ) -> dict[str, float]:
-    """Medians per arm, point and metric: ``<arm>.c<point>.<metric>`` (small, table-friendly); the
-    tail test's and the replay's own numbers too for ``workload_instruments`` (their names). With
+    """Medians per arm, point and metric: ``<arm>.c<point>.<metric>`` (small, table-friendly); an
+    instrument's own numbers too when ``extra_metrics`` names them (by instrument name). With
     ``per_instrument`` (an experiment of several instruments) each metric is named with its
     instrument, ``<instrument>/<metric>``: two instruments' numbers never share one median."""
     groups: dict[str, list[float]] = {}
     for r in records:
         if r.refused:
             continue  # refused points are in conditions, with why; their numbers are not results
-        wanted = metric_table.SUMMARY_METRICS
-        if r.instrument in workload_instruments:
-            wanted = (*wanted, *WORKLOAD_SUMMARY_METRICS)
+        wanted = (*metric_table.SUMMARY_METRICS, *extra_metrics.get(r.instrument, ()))
         kept = {m: r.metrics[m] for m in wanted if m in r.metrics}
         kept.update({metric_table.SERVER_PREFIX + m: v for m, v in r.server.items()})
         for metric, value in kept.items():
@@ -519,7 +511,7 @@ def record_result(
         "subject": ctx.plan.experiment.name,
         "text": headline(bars),
         "metrics": summary_metrics(
-            records, workload_instrument_names(ctx.plan), per_instrument=several_instruments(ctx.plan)
+            records, extra_summary_metrics(ctx.plan), per_instrument=several_instruments(ctx.plan)
         ),
         "verdict": _overall(bars),
         "conditions": {
