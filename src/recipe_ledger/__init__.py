@@ -14,12 +14,13 @@ Package map (one owner per concern):
   launch/      servers as a process group or a docker container (the only user of docker)
   engines/     one module per serving engine (vllm, sglang, the stand-in none) behind one class,
                found by name (built-ins and ``recipe_ledger.engines`` entry points)
-  instruments/ benchmark clients -> normalized metrics, raw files hashed
+  instruments/ benchmark clients -> normalized metrics, raw files hashed; the registry of kinds
   verdict      candidate vs control with calibrated noise (pure)
   stats        Student t, chi-square, sigma upper bounds, sample stdev: the verdict's arithmetic (pure)
   sequential   the sequential verdict: a look after each launch pair, resumable state (pure; not yet wired)
   provenance   host / GPU fingerprint and model content hash (reads the machine, decides nothing)
   redact       secrets out of everything written (pure)
+  plugins      registries a plugin extends: built-ins plus Python entry points (instrument kinds)
   ledger/      the append-only hash chains under ledger/ (git through ledger.gitinfo only)
   releases/    release specs, pins, publish, diff, reproduce
   tracking/    the MLflow index of the ledger (mlflow and sqlite3 each through one of its modules)

@@ -279,14 +279,16 @@ def test_records_from_before_engines_load_unchanged_and_new_ones_carry_engine_an
 
 
 def test_every_instrument_kind_names_its_client():
-    """A cross-engine tail test ended in KeyError: 'tail' at the verdict, after every launch."""
-    import typing
-
+    """A cross-engine tail test ended in KeyError: 'tail' at the verdict, after every launch. The
+    client is now the registered kind's own: every kind the spec accepts names one."""
+    from recipe_ledger import instruments
     from recipe_ledger.experiment import engines
-    from recipe_ledger.experiment.spec import Instrument
+    from recipe_ledger.experiment.spec import experiment_json_schema
 
-    kinds = typing.get_args(Instrument.model_fields["kind"].annotation)
-    assert set(kinds) == set(engines.CLIENTS)
+    kinds = experiment_json_schema()["$defs"]["Instrument"]["properties"]["kind"]["enum"]
+    assert kinds == list(instruments.kinds())
+    for kind in kinds:
+        assert engines.client_of(Instrument(name="i", kind=kind, command=["true"])).strip()
 
 
 def test_the_cross_engine_tail_example_says_which_client_measured_each_bar():

@@ -94,16 +94,17 @@ def test_a_rejected_value_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatc
     monkeypatch.setattr(measuring, "warm_up", lambda *a: None)
     monkeypatch.setattr(measuring.server_metrics, "scrape", lambda url: None)
 
-    def fake_measure(plan, arm, instrument, ctx, repo):
+    def fake_measure(launch, instrument, ctx):
         raw = ctx.out_dir / f"{ctx.stem}.json"
         raw.parent.mkdir(parents=True, exist_ok=True)
         raw.write_text("{}")
-        assert ctx.client_concurrency == plan.experiment.launch_sweep.concurrency
-        value = float(arm.argv[arm.argv.index("--max-num-seqs") + 1])
+        assert ctx.client_concurrency == launch.plan.experiment.launch_sweep.concurrency
+        value = float(launch.arm.argv[launch.arm.argv.index("--max-num-seqs") + 1])
         return Measurement("fake", "1", ctx, {"output_tps_total": 10 * value}, raw, "sha256:x", 0.1)
 
     monkeypatch.setattr(measuring, "measure_point", fake_measure)
-    records = measuring.measure_launch(plan, plan.arms["control"], 1, tmp_path, "run", REPO)
+    launch = measuring.Launch(plan, plan.arms["control"], 1, tmp_path, "run", REPO)
+    records = measuring.measure_launch(launch)
     assert len(launches) == len(plan.experiment.points)  # one launch per point
     by_point = {r.point: r for r in records}
     assert "rejected at boot: crash" in by_point[0].refused and "max_num_seqs" in by_point[0].refused

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from recipe_ledger.cli import main
 from recipe_ledger.errors import InputError
 from recipe_ledger.paths import check_folder, check_name, contained
-from recipe_ledger.pipeline.measure import launch_spec
+from recipe_ledger.pipeline.measure import Launch, launch_spec
 from recipe_ledger.pipeline.plan import ArmPlan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,7 +68,7 @@ def test_the_run_folder_refuses_an_arm_name_on_its_own_without_the_plan_check(tm
     for name in ("../../../../X", "/abs/X"):
         arm = ArmPlan(name, ["true"], {}, "test", None, "-")
         with pytest.raises(InputError):
-            launch_spec(Plan(), arm, 1, tmp_path / "runs" / "r1", "r1")  # type: ignore[arg-type]
+            launch_spec(Launch(Plan(), arm, 1, tmp_path / "runs" / "r1", "r1", tmp_path))  # type: ignore[arg-type]
     assert not (tmp_path / "X").exists() and not Path("/abs/X").exists()
 
 

@@ -565,20 +565,24 @@ def test_a_reproduction_entry_records_the_outcome_effects_and_refs(repo):
 
 
 def test_rerun_launches_each_release_arm_the_requested_number_of_times(repo, monkeypatch):
-    from types import SimpleNamespace
-
     publish_v1(repo)
-    (target,) = reproduce.plan_reproduction(Ledger.open(repo), repo, "tiny-cpu@v1").targets
+    ledger = Ledger.open(repo)
+    (target,) = reproduce.plan_reproduction(ledger, repo, "tiny-cpu@v1").targets
     launches = []
 
-    def fake_launch(plan, arm, repeat, run_dir, run_id, root, events=None, tag=""):
-        launches.append((arm.name, repeat, tag))
-        return [PointRecord(arm.name, repeat, 4, "bench", "v", repeat, {"output_tps_total": 300.0})]
+    def fake_launch(launch):
+        launches.append((launch.arm.name, launch.repeat, launch.tag))
+        assert launch.plan is target.plan and launch.run_dir == run_dir and launch.run_id == "rp"
+        return [
+            PointRecord(
+                launch.arm.name, launch.repeat, 4, "bench", "v", launch.repeat, {"output_tps_total": 300.0}
+            )
+        ]
 
     monkeypatch.setattr(reproduce.measure, "measure_launch", fake_launch)
     run_dir = repo / "runs" / "rp"
     run_dir.mkdir(parents=True)
-    ctx = SimpleNamespace(repo=repo, plan=target.plan, run_dir=run_dir, run_id="rp", events=events.ignore)
+    ctx = runner.RunContext(target.plan, ledger, "box", repo, "rp", run_dir, None, {}, events.ignore)
     records = reproduce.rerun(ctx, target, 3)
     assert launches == [("lane", 1, reproduce.TAG), ("lane", 2, reproduce.TAG), ("lane", 3, reproduce.TAG)]
     assert len(records) == 3 and len(runs.read_records(run_dir / "measurements.jsonl").records) == 3
@@ -589,7 +593,7 @@ def test_a_failed_rerun_records_a_failure_and_raises_it_with_the_entry(repo, mon
     ledger = Ledger.open(repo)
     (target,) = reproduce.plan_reproduction(ledger, repo, "tiny-cpu@v1").targets
 
-    def broken_launch(plan, arm, repeat, run_dir, run_id, root, events=None, tag=""):
+    def broken_launch(launch):
         raise InstrumentError("the bench client exited 1", where="vllm bench serve")
 
     monkeypatch.setattr(reproduce.measure, "measure_launch", broken_launch)

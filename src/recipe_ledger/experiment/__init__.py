@@ -5,4 +5,7 @@ Modules:
              release, study) and their engines (names ``recipe_ledger.engines`` knows), server,
              instruments, points, repeats, bars, calibration; strict, with a JSON Schema
              (``ledger experiment schema``) and errors at file:line
+  engines    fair cross-engine bars: refuse a bar whose client cannot measure every arm it compares,
+             and name the one client behind each bar
+  reference  docs/experiments.md written from the schema (``./dev docs``; a test compares)
 """

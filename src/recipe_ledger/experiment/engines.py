@@ -27,18 +27,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from recipe_ledger import engines
+from recipe_ledger import engines, instruments
 from recipe_ledger.errors import InputError
 from recipe_ledger.experiment.spec import Bar, Experiment, Instrument
-
-# The client (a program, not a version) each instrument kind runs.
-CLIENTS: Mapping[str, str] = {
-    "vllm_bench_serve": "vllm bench serve",
-    "sglang_bench_serving": "sglang.bench_serving",
-    "command": "command",
-    "tail": "vllm bench serve",  # sequential, through the OpenAI completions backend: either engine
-    "aiperf_replay": "aiperf",
-}
 
 # The endpoint an OpenAI backend must post to: vLLM's default --endpoint is /v1/completions, and
 # an endpoint only one engine serves (/generate, /inference/v1/generate) would fail on the other.
@@ -46,8 +37,8 @@ _OPENAI_ENDPOINTS = frozenset({"/v1/completions", "/v1/chat/completions"})
 
 
 def client_of(instrument: Instrument) -> str:
-    """The benchmark client an instrument runs, e.g. "vllm bench serve"."""
-    return CLIENTS[instrument.kind]
+    """The benchmark client an instrument runs, e.g. "vllm bench serve" (its kind's, registered)."""
+    return instruments.get(instrument.kind).client
 
 
 def why_cannot_measure(instrument: Instrument, engine: str) -> str | None:
@@ -75,18 +66,13 @@ def bar_label(bar: Bar) -> str:
     return f"{bar.metric}@{bar.point}"
 
 
-def bar_instrument(experiment: Experiment, bar: Bar) -> Instrument:
-    name = bar.instrument or experiment.instruments[0].name
-    return next(i for i in experiment.instruments if i.name == name)
-
-
 def clients_by_bar(experiment: Experiment, versions: Mapping[str, str] | None = None) -> dict[str, str]:
     """For each bar (``metric@point``), the one client that measured every arm it compares, with
     its version when ``versions`` (instrument name -> version) knows it:
     ``{"output_tps_total@4": "vllm bench serve 0.32.0 (instrument bench)"}``."""
     out: dict[str, str] = {}
     for bar in experiment.bars:
-        instrument = bar_instrument(experiment, bar)
+        instrument = experiment.instrument_of(bar)
         version = (versions or {}).get(instrument.name, "")
         # A command instrument's version already names it ("command:<template hash>").
         client = (
@@ -106,7 +92,7 @@ def check_one_client_per_bar(experiment: Experiment) -> None:
     """
     arm_engines = {name: experiment.engine_of(name) for name in experiment.arm_names}
     for bar in experiment.bars:
-        instrument = bar_instrument(experiment, bar)
+        instrument = experiment.instrument_of(bar)
         for arm, engine in arm_engines.items():
             reason = why_cannot_measure(instrument, engine)
             if reason:

@@ -16,6 +16,7 @@ from pydantic.json_schema import GetJsonSchemaHandler, JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
 from recipe_ledger import engines as engine_registry
+from recipe_ledger import instruments as instrument_registry
 from recipe_ledger.spec.bounds import (
     MAX_ARMS,
     MAX_ITEMS,
@@ -31,6 +32,7 @@ from recipe_ledger.spec.bounds import (
     ShortText,
     Slug,
 )
+from recipe_ledger.spec.registered import RegisteredName
 from recipe_ledger.spec.versioned import load_versioned
 
 EXPERIMENT_SCHEMA_VERSION = 1
@@ -172,16 +174,23 @@ Arm = Annotated[
 ]
 
 
+def _describe_kinds() -> str:
+    """The ``kind`` field's description, from what each registered kind says of itself."""
+    said = [f"{kind} ({instrument_registry.get(kind).summary})" for kind in instrument_registry.kinds()]
+    listed = said[0] if len(said) == 1 else f"{', '.join(said[:-1])} or {said[-1]}"
+    return f"{listed}; a plugin adds its own (docs/instruments.md)."
+
+
+# An instrument kind the registry knows (recipe_ledger.instruments): a built-in or a plugin's.
+InstrumentKindName = Annotated[str, RegisteredName(instrument_registry.kinds, _describe_kinds)]
+
+
 class Instrument(_Closed):
     """A benchmark client: the tight default is ``vllm bench serve``; ``command`` runs a script
     that prints JSON metrics (for studies with no server)."""
 
     name: Slug = Field(description="The instrument's name; bars and metrics refer to it.")
-    kind: Literal["vllm_bench_serve", "sglang_bench_serving", "command", "aiperf_replay", "tail"] = Field(
-        description="vllm_bench_serve or sglang_bench_serving (a tight serving sweep, one run per point), "
-        "command (a script printing JSON metrics), aiperf_replay (a multi-turn trace replayed through "
-        "AIPerf) or tail (sequential cache-busted requests: TTFT tail and prefill rate)."
-    )
+    kind: InstrumentKindName  # described by the registry: see _describe_kinds
     options: dict[ShortText, Any] = Field(
         default_factory=dict,
         max_length=MAX_ITEMS,
@@ -195,8 +204,8 @@ class Instrument(_Closed):
 
     @model_validator(mode="after")
     def _command_needs_argv(self) -> Instrument:
-        if self.kind == "command" and not self.command:
-            raise ValueError("an instrument of kind 'command' needs a 'command' argv template")
+        if instrument_registry.get(self.kind).needs_command and not self.command:
+            raise ValueError(f"an instrument of kind {self.kind!r} needs a 'command' argv template")
         return self
 
 
@@ -372,9 +381,20 @@ class Experiment(_Closed):
         kinds = {arm.kind for arm in (self.control, *self.candidates.values())}
         if "study" in kinds and self.server.needs_server:
             raise ValueError("study arms run no server: set server.needs_server to false")
-        if not self.server.needs_server and any(i.kind != "command" for i in self.instruments):
-            raise ValueError("with no server only 'command' instruments can measure")
+        if not self.server.needs_server and any(_needs_server(i.kind) for i in self.instruments):
+            serverless = [repr(kind) for kind in instrument_registry.kinds() if not _needs_server(kind)]
+            raise ValueError(f"with no server only {' or '.join(serverless)} instruments can measure")
         return self
+
+    @property
+    def default_instrument(self) -> Instrument:
+        """The instrument of every bar that names none: the first one listed."""
+        return self.instruments[0]
+
+    def instrument_of(self, bar: Bar) -> Instrument:
+        """The instrument whose numbers ``bar`` decides on: the one it names, else the default."""
+        name = bar.instrument or self.default_instrument.name
+        return next(i for i in self.instruments if i.name == name)
 
     @property
     def arm_names(self) -> list[str]:
@@ -396,6 +416,10 @@ class Experiment(_Closed):
         """The engines of the server arms; more than one makes a cross-engine experiment."""
         named = {self.engine_of(name) for name in self.arm_names}
         return {name for name in named if not engine_registry.get(name).stand_in}
+
+
+def _needs_server(kind: str) -> bool:
+    return instrument_registry.get(kind).needs_server
 
 
 def load_experiment(path: Path | str) -> Experiment:

@@ -1,17 +1,77 @@
-"""Benchmark instruments: a command template plus a parser into normalized metrics.
+"""Benchmark instruments: one module per kind, each registering one ``InstrumentKind``, found by kind.
 
-Each instrument module builds the argv of one measurement (one sweep point, one repeat), runs
-it, keeps its raw output as a file (hashed), and turns it into metrics with normalized names and
-units (``ttft_ms_p50``, ``output_tps_total``...). ``server_metrics`` reads the server's own
-Prometheus counters around a sweep.
+```
+instrument = instruments.get(spec.kind)     # InputError naming the known kinds for an unknown one
+instrument.client, instrument.check_before_launch(spec, repo, max_model_len)
+instrument.measure(run)                     # run: a PointRun; -> Measurement (metrics, raw file hashed)
+instrument.refusals(spec.options, server_side)
+instruments.kinds()                         # the built-ins in the schema's order, then plugins by kind
+```
 
-Modules:
-  base            MeasureContext and Measurement, InstrumentError, running a client, hashing raw files
+Each instrument builds the argv of one measurement (one sweep point, one repeat), runs it, keeps
+its raw output as a file (hashed), and turns it into metrics with normalized names and units
+(``ttft_ms_p50``, ``output_tps_total``...). Adding an instrument is one file plus its
+registration: a built-in is listed in ``BUILT_IN``; any other package declares an entry point in
+the ``recipe_ledger.instruments`` group (``mine = my_package.mine:INSTRUMENT``) naming an
+``InstrumentKind`` instance or subclass whose ``kind`` is the entry point's name.
+
+Package map:
+  base            InstrumentKind (what the registry holds), PointRun (the one argument of measure),
+                  MeasureContext and Measurement, InstrumentError, running a client, hashing raw files
   vllm_bench      ``vllm bench serve`` (kind ``vllm_bench_serve``), one client process per point
   sglang_bench    ``sglang.bench_serving`` (kind ``sglang_bench_serving``), same names, either engine
   command         any script that prints JSON metrics (kind ``command``), for studies without a server
+  aiperf_replay   agent sessions replayed through ``aiperf profile`` (kind ``aiperf_replay``), with
+                  its validity signals; replay_trace writes and reads its traces
+  tail            sequential cache-busted requests (kind ``tail``), refused when the cache flattered it
   server_metrics  the server's Prometheus counters before and after a point, as differences, read
                   into the same names by the arm's engine (``recipe_ledger.engines``)
-
-Which kind runs which module is decided in ``recipe_ledger.pipeline.measure.measure_point``.
 """
+
+from __future__ import annotations
+
+import functools
+
+from recipe_ledger import plugins
+from recipe_ledger.errors import InputError
+from recipe_ledger.instruments import aiperf_replay, command, sglang_bench, tail, vllm_bench
+from recipe_ledger.instruments.base import InstrumentKind
+
+ENTRY_POINT_GROUP = "recipe_ledger.instruments"
+# In the order the experiment schema lists them (and its error messages name them).
+BUILT_IN: tuple[InstrumentKind, ...] = (
+    vllm_bench.INSTRUMENT,
+    sglang_bench.INSTRUMENT,
+    command.INSTRUMENT,
+    aiperf_replay.INSTRUMENT,
+    tail.INSTRUMENT,
+)
+
+
+def get(kind: str) -> InstrumentKind:
+    """The instrument of ``kind``."""
+    registered = _registry()
+    if kind not in registered:
+        raise InputError(
+            f"unknown instrument kind {kind!r}; kinds: {', '.join(registered)}",
+            where="instrument kind",
+            hint="name one of them, or install the package that provides it",
+        )
+    return registered[kind]
+
+
+def kinds() -> tuple[str, ...]:
+    """Every registered kind, built-ins first."""
+    return tuple(_registry())
+
+
+def refresh() -> None:
+    """Read the entry points again on next use (after installing a plugin, or in a test)."""
+    _registry.cache_clear()
+
+
+@functools.cache
+def _registry() -> dict[str, InstrumentKind]:
+    return plugins.load_registry(
+        ENTRY_POINT_GROUP, BUILT_IN, InstrumentKind, lambda instrument: instrument.kind, "instrument"
+    )

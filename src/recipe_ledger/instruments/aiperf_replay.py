@@ -18,19 +18,23 @@ import os
 import shutil
 import tempfile
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from recipe_ledger.engines import vllm as vllm_engine
 from recipe_ledger.errors import InputError
-from recipe_ledger.instruments import server_metrics
+from recipe_ledger.instruments import base, server_metrics
 from recipe_ledger.instruments.base import (
     InstrumentError,
+    InstrumentKind,
+    InstrumentSpec,
     InvalidPoint,
     MeasureContext,
     Measurement,
+    PointRun,
     run_client,
     sha256_file,
     venv_distribution_version,
@@ -47,6 +51,7 @@ from recipe_ledger.instruments.replay_trace import (
 
 NAME = "aiperf_replay"
 SETUP_HINT = "scripts/setup_aiperf_venv.sh  (or ./dev serve-setup)"
+OPTIONS_HINT = "docs/instruments.md lists the replay's options"
 
 
 class _Closed(BaseModel):
@@ -92,16 +97,8 @@ class ReplayOptions(_Closed):
     extra_args: list[str] = Field(default_factory=list, description="More aiperf profile flags.")
 
 
-def parse_options(options: dict[str, Any], instrument: str = NAME) -> ReplayOptions:
-    try:
-        return ReplayOptions.model_validate(options)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "options"
-        raise InputError(
-            f"instrument {instrument!r}: options.{field}: {first['msg']}",
-            hint="docs/instruments.md lists the replay's options",
-        ) from None
+def parse_options(options: Mapping[str, Any], instrument: str = NAME) -> ReplayOptions:
+    return base.parse_options(ReplayOptions, options, instrument, OPTIONS_HINT)
 
 
 def find_aiperf(repo: Path) -> str:
@@ -142,7 +139,7 @@ def user_trace(options: ReplayOptions, repo: Path) -> tuple[Path, TraceSummary] 
     return path, summarize(requests, options.block_size)
 
 
-def check_before_launch(options: dict[str, Any], repo: Path, max_model_len: int | None, name: str) -> None:
+def check_before_launch(options: Mapping[str, Any], repo: Path, max_model_len: int | None, name: str) -> None:
     """What can be refused before any launch: the options, the trace's lines, its size against the
     model's context (when the arm's command names one)."""
     parsed = parse_options(options, name)
@@ -328,7 +325,7 @@ def tokenizer_args(tokenizer: str | None, cache_root: Path) -> tuple[list[str], 
 
 def measure(
     aiperf_bin: str,
-    options: dict[str, Any],
+    options: Mapping[str, Any],
     ctx: MeasureContext,
     *,
     env: dict[str, str],
@@ -388,3 +385,30 @@ def measure(
         argv,
         facts,
     )
+
+
+class AiperfReplay(InstrumentKind):
+    kind = NAME
+    client = "aiperf"
+    summary = "a multi-turn trace replayed through AIPerf"
+    options_model = ReplayOptions
+    options_hint = OPTIONS_HINT
+    extra_summary_metrics = (
+        "ttft_ms_p90",
+        "ttft_ms_p99",
+        "e2el_ms_p99",
+        "cache_reuse_expected",
+        "cache_reuse_achieved",
+    )
+
+    def check_before_launch(self, spec: InstrumentSpec, repo: Path, max_model_len: int | None) -> None:
+        """The options, the trace against the smallest context, and AIPerf installed: all before
+        any launch (a missing client found after the first boot costs a boot)."""
+        check_before_launch(spec.options, repo, max_model_len, spec.name)
+        require_aiperf(find_aiperf(repo))
+
+    def measure(self, run: PointRun) -> Measurement:
+        return measure(run.clients.aiperf_bin, run.spec.options, run.ctx, env=run.client_env, repo=run.repo)
+
+
+INSTRUMENT = AiperfReplay()

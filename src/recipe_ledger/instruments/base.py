@@ -1,4 +1,11 @@
-"""What every instrument shares: the context of one measurement and its result."""
+"""What every instrument shares: the kind it registers, the context of one measurement, its result.
+
+An instrument module defines one ``InstrumentKind`` (its kind, client, options, checks before
+launch, ``measure(run)`` and refusals) and the registry (``recipe_ledger.instruments``) finds it
+by kind. ``measure`` has one signature for every kind: a ``PointRun`` carries what any of them
+needs (the point, the instrument as the experiment wrote it, the client programs, environments
+and the repository).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +14,14 @@ import importlib.metadata
 import json
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
-from recipe_ledger.errors import LedgerError
+from pydantic import BaseModel, ValidationError
+
+from recipe_ledger.errors import InputError, LedgerError
 
 
 class InstrumentError(LedgerError):
@@ -71,6 +82,95 @@ class Measurement:
     # What the record keeps besides the numbers: strings a client reports about the server it
     # measured (SGLang's embedded server_info: its hash, version, model path, tp size).
     facts: dict[str, str] = field(default_factory=dict)
+
+
+class InstrumentSpec(Protocol):
+    """An instrument as the experiment file writes it (``experiment.spec.Instrument``, which sits
+    above this package): its name, kind, the client's options and a command template."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def options(self) -> dict[str, Any]: ...
+
+    @property
+    def command(self) -> Sequence[str] | None: ...
+
+
+@dataclass(frozen=True)
+class Clients:
+    """The client programs the plan found for this run (``pipeline.plan``). A plugin's client is
+    none of these: it finds its own program (from ``PointRun.repo``, the environment, PATH)."""
+
+    vllm_bin: str = ""  # vLLM's CLI: ``vllm bench serve`` (vllm_bench_serve, tail)
+    sglang_python: str = ""  # the SGLang venv's python: ``-m sglang.bench_serving``
+    aiperf_bin: str = ""  # AIPerf's CLI (aiperf_replay)
+
+
+@dataclass(frozen=True)
+class PointRun:
+    """Everything one instrument needs to measure one point: the one argument of every ``measure``."""
+
+    ctx: MeasureContext  # which arm, point and repeat; the server's address; where raw files go
+    spec: InstrumentSpec
+    engine: str  # the name of the engine serving the measured arm ("none": a stand-in or a study)
+    clients: Clients
+    client_env: dict[str, str]  # the environment a benchmark client runs in
+    arm_env: dict[str, str]  # the arm's own environment (a command instrument's script gets it)
+    repo: Path  # the repository: scripts, traces and venvs are found under it
+
+
+class InstrumentKind:
+    """One kind of instrument, as the registry knows it. A built-in module defines one instance
+    (``INSTRUMENT``); a plugin defines one in its own file and names it in an entry point of the
+    group ``recipe_ledger.instruments``. A default here means "this kind has no such thing"."""
+
+    kind: str = ""  # what an experiment's instrument ``kind:`` says; the registry's key
+    client: str = ""  # the program it runs, as a cross-engine bar names it ("vllm bench serve")
+    summary: str = ""  # a few words for the experiment schema's description of ``kind``
+    needs_server: bool = True  # False: it can measure a study (no server)
+    needs_command: bool = False  # True: the instrument must carry a ``command`` argv template
+    options_model: type[BaseModel] | None = None  # a strict model of its options; None: the client's flags
+    options_hint: str = "docs/instruments.md lists each instrument's options"
+    # Its own numbers a result's medians keep beyond metrics.SUMMARY_METRICS (the tail test's tail).
+    extra_summary_metrics: tuple[str, ...] = ()
+
+    def parse_options(self, options: Mapping[str, Any], instrument: str) -> Any:
+        """The options as this kind reads them (its model), or an InputError naming the field."""
+        if self.options_model is None:
+            return options
+        return parse_options(self.options_model, options, instrument, self.options_hint)
+
+    def check_before_launch(self, spec: InstrumentSpec, repo: Path, max_model_len: int | None) -> None:
+        """Refuse (InputError) before any launch what can be known now: by default, its options.
+        ``max_model_len`` is the smallest context an arm's command sets, when any sets one."""
+        self.parse_options(spec.options, spec.name)
+
+    def measure(self, run: PointRun) -> Measurement:
+        """One point: run the client, keep its raw output under ``run.ctx.out_dir``, hashed."""
+        raise NotImplementedError(f"instrument kind {self.kind!r} does not measure")
+
+    def refusals(self, options: Mapping[str, Any], server_side: Mapping[str, float]) -> str | None:
+        """Why a measured point is not the intended workload, read from the server's own counters
+        over the point (``server_side``), or None: a refused point is recorded, never decided on."""
+        return None
+
+
+OptionsT = TypeVar("OptionsT", bound=BaseModel)
+
+
+def parse_options(model: type[OptionsT], options: Mapping[str, Any], instrument: str, hint: str) -> OptionsT:
+    """An instrument's options read through its model; the first problem as one InputError line."""
+    try:
+        return model.model_validate(options)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "options"
+        raise InputError(f"instrument {instrument!r}: options.{where}: {first['msg']}", hint=hint) from None
 
 
 def option_flags(options: dict[str, object]) -> list[str]:

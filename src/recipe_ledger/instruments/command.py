@@ -10,8 +10,10 @@ from pathlib import Path
 
 from recipe_ledger.instruments.base import (
     InstrumentError,
+    InstrumentKind,
     MeasureContext,
     Measurement,
+    PointRun,
     last_json_object,
     numeric_only,
     run_client,
@@ -74,3 +76,18 @@ def measure(
     return Measurement(
         NAME, template_version(template, root), ctx, metrics, log, sha256_file(log), wall, argv
     )
+
+
+class Command(InstrumentKind):
+    kind = NAME
+    client = "command"
+    summary = "a script printing JSON metrics"
+    needs_server = False  # a study's microbenchmark measures no server
+    needs_command = True
+
+    def measure(self, run: PointRun) -> Measurement:
+        # The script runs with the arm's environment on top of this one's, not the bench clients'.
+        return measure(list(run.spec.command or []), run.ctx, env=run.arm_env, root=run.repo)
+
+
+INSTRUMENT = Command()

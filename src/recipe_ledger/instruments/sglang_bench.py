@@ -28,8 +28,10 @@ from typing import Any
 
 from recipe_ledger.instruments.base import (
     InstrumentError,
+    InstrumentKind,
     MeasureContext,
     Measurement,
+    PointRun,
     option_flags,
     run_client,
     sha256_file,
@@ -227,3 +229,18 @@ def measure(
         argv,
         facts={**server_info_facts(raw), "client_backend": str(raw.get("backend", ""))},
     )
+
+
+class SglangBenchServing(InstrumentKind):
+    kind = NAME
+    client = MODULE
+    summary = "the same sweep through SGLang's client"
+
+    def measure(self, run: PointRun) -> Measurement:
+        # The client runs from SGLang's venv, the one its servers run from (plan.find_sglang_python).
+        return measure(
+            run.clients.sglang_python, run.spec.options, run.ctx, env=run.client_env, engine=run.engine
+        )
+
+
+INSTRUMENT = SglangBenchServing()

@@ -16,15 +16,16 @@ cache served more than ``max_cache_hit_rate`` of the prompt tokens the point is 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from recipe_ledger.errors import InputError
-from recipe_ledger.instruments import vllm_bench
-from recipe_ledger.instruments.base import MeasureContext, Measurement
+from recipe_ledger.instruments import base, vllm_bench
+from recipe_ledger.instruments.base import InstrumentKind, MeasureContext, Measurement, PointRun
 
 NAME = "tail"
+OPTIONS_HINT = "docs/instruments.md lists the tail test's options"
 
 
 class TailOptions(BaseModel):
@@ -44,16 +45,8 @@ class TailOptions(BaseModel):
     )
 
 
-def parse_options(options: dict[str, Any], instrument: str = NAME) -> TailOptions:
-    try:
-        return TailOptions.model_validate(options)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "options"
-        raise InputError(
-            f"instrument {instrument!r}: options.{field}: {first['msg']}",
-            hint="docs/instruments.md lists the tail test's options",
-        ) from None
+def parse_options(options: Mapping[str, Any], instrument: str = NAME) -> TailOptions:
+    return base.parse_options(TailOptions, options, instrument, OPTIONS_HINT)
 
 
 def bench_options(options: TailOptions) -> dict[str, Any]:
@@ -89,7 +82,7 @@ def derived(metrics: dict[str, float], options: TailOptions) -> dict[str, float]
 
 def measure(
     vllm_bin: str,
-    options: dict[str, Any],
+    options: Mapping[str, Any],
     ctx: MeasureContext,
     *,
     env: dict[str, str],
@@ -115,7 +108,7 @@ def allowed_hit_rate(options: TailOptions) -> float:
     return options.max_cache_hit_rate + 1.0 / (options.requests + 1)
 
 
-def flattery(options: dict[str, Any], server: dict[str, float]) -> str | None:
+def flattery(options: Mapping[str, Any], server: Mapping[str, float]) -> str | None:
     """Why a point is flattered by the prefix cache (the counters' hit rate over the point), or None.
     Without counters nothing can be said, and the point stands on the cache busting alone."""
     parsed = parse_options(options)
@@ -128,3 +121,21 @@ def flattery(options: dict[str, Any], server: dict[str, float]) -> str | None:
         f"{allowed * 100:.1f}%); cache busting {'on' if parsed.cache_busting else 'off'}: "
         "its prefill and TTFT are not comparable"
     )
+
+
+class Tail(InstrumentKind):
+    kind = NAME
+    client = "vllm bench serve"  # sequential, through the OpenAI completions backend: either engine
+    summary = "sequential cache-busted requests: TTFT tail and prefill rate"
+    options_model = TailOptions
+    options_hint = OPTIONS_HINT
+    extra_summary_metrics = ("ttft_ms_p90", "ttft_ms_p99", "e2el_ms_p99", "prefill_tps")
+
+    def measure(self, run: PointRun) -> Measurement:
+        return measure(run.clients.vllm_bin, run.spec.options, run.ctx, env=run.client_env)
+
+    def refusals(self, options: Mapping[str, Any], server_side: Mapping[str, float]) -> str | None:
+        return flattery(options, server_side)
+
+
+INSTRUMENT = Tail()

@@ -17,8 +17,10 @@ from typing import Any
 
 from recipe_ledger.instruments.base import (
     InstrumentError,
+    InstrumentKind,
     MeasureContext,
     Measurement,
+    PointRun,
     option_flags,
     run_client,
     sha256_file,
@@ -157,3 +159,16 @@ def measure(
     return Measurement(
         NAME, client_version(vllm_bin), ctx, metrics, result_file, sha256_file(result_file), wall, argv
     )
+
+
+class VllmBenchServe(InstrumentKind):
+    kind = NAME
+    client = "vllm bench serve"
+    summary = "a tight serving sweep through vLLM's client, one run per point"
+
+    def measure(self, run: PointRun) -> Measurement:
+        # The OpenAI completions client measures an SGLang server as it is: no option changes.
+        return measure(run.clients.vllm_bin, run.spec.options, run.ctx, env=run.client_env)
+
+
+INSTRUMENT = VllmBenchServe()

@@ -7,7 +7,8 @@ Modules:
   preflight   refuse a run that cannot be right before spending machine time (engine, model, ports...)
   clean_tree  refuse a dirty tree in what feeds the measurement, or record it when allowed
   power       each bar's MDE with the planned repeats, from the matching calibration, before launching
-  measure     one launch of one arm: warm up, every point x instrument, counters; PointRecord
+  measure     one launch of one arm (``Launch``): warm up, every point x instrument (each kind's
+              registered measure), counters, refusals; PointRecord
   run         calibrate, measure ABBA, decide, record a ``result``; the RunContext stages share
   failures    recording_failure: stop every server, write the ``failure`` entry, raise a typed error
   steps       StepClock: wall seconds per step of a run (runs/<id>/timings.json), not evidence

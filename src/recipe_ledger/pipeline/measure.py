@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import os
 import urllib.request
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from recipe_ledger import engines, paths, runs
-from recipe_ledger.experiment.spec import Instrument
-from recipe_ledger.instruments import aiperf_replay, server_metrics, sglang_bench, tail, vllm_bench
-from recipe_ledger.instruments import command as command_instrument
-from recipe_ledger.instruments.base import InvalidPoint, MeasureContext, Measurement
+from recipe_ledger import engines, instruments, paths, runs
+from recipe_ledger.experiment.spec import Experiment, Instrument
+from recipe_ledger.instruments import server_metrics
+from recipe_ledger.instruments.base import Clients, InvalidPoint, MeasureContext, Measurement, PointRun
 from recipe_ledger.launch.containers import DockerLauncher
 from recipe_ledger.launch.failures import BootFailure
 from recipe_ledger.launch.process import ProcessLauncher
@@ -57,10 +56,33 @@ class PointRecord:
         return json.dumps(fields, sort_keys=True)
 
 
-def launch_spec(
-    plan: RunPlan, arm: ArmPlan, repeat: int, run_dir: Path, run_id: str, tag: str = ""
-) -> LaunchSpec:
-    server = plan.experiment.server
+@dataclass(frozen=True)
+class Launch:
+    """One fresh launch of one arm, and what every step of measuring it needs: the plan, which
+    arm and repeat, the run's folder and id, the repository, where progress and step times go."""
+
+    plan: RunPlan
+    arm: ArmPlan
+    repeat: int
+    run_dir: Path
+    run_id: str
+    repo: Path
+    events: Events = ignore
+    tag: str = ""  # prefixes its server log and raw files ("aa-": calibration, "rp-": reproduction)
+    clock: StepClock = field(default_factory=StepClock)  # sums the wall time of each step
+
+    @property
+    def experiment(self) -> Experiment:
+        return self.plan.experiment
+
+    def at_point(self, point: int) -> Launch:
+        """This launch as a launch-flag sweep makes it at ``point``: the arm with that point's flags."""
+        return replace(self, arm=self.plan.point_arm(self.arm, point))
+
+
+def launch_spec(launch: Launch, log_tag: str = "") -> LaunchSpec:
+    server = launch.experiment.server
+    arm = launch.arm
     engine = engines.get(arm.engine)
     return LaunchSpec(
         argv=arm.argv,
@@ -69,8 +91,10 @@ def launch_spec(
         port=server.port,
         health_path=engine.health_path,
         health_timeout_s=server.health_timeout_s,
-        log_path=paths.contained(run_dir, f"server-{tag}{arm.name}-r{repeat}.log"),
-        run_id=run_id,
+        log_path=paths.contained(
+            launch.run_dir, f"server-{launch.tag}{log_tag}{arm.name}-r{launch.repeat}.log"
+        ),
+        run_id=launch.run_id,
         engine=engine,
         image=arm.image if server.launcher == "docker" else None,
         volumes=dict(server.volumes),
@@ -92,29 +116,20 @@ def client_env() -> dict[str, str]:
     }
 
 
-def measure_point(
-    plan: RunPlan,
-    arm: ArmPlan,
-    instrument: Instrument,
-    ctx: MeasureContext,
-    repo: Path,
-) -> Measurement:
-    """One point through one instrument, against the server of ``arm.engine``."""
-    if instrument.kind == "vllm_bench_serve":
-        # The OpenAI completions client measures an SGLang server as it is: no option changes.
-        return vllm_bench.measure(plan.engine_bin, instrument.options, ctx, env=client_env())
-    if instrument.kind == "sglang_bench_serving":
-        # The client runs from SGLang's venv, the one its servers run from (plan.find_sglang_python).
-        return sglang_bench.measure(
-            plan.sglang_python, instrument.options, ctx, env=client_env(), engine=arm.engine
-        )
-    if instrument.kind == "command":
-        return command_instrument.measure(list(instrument.command or []), ctx, env=arm.env, root=repo)
-    if instrument.kind == "aiperf_replay":
-        return aiperf_replay.measure(plan.aiperf_bin, instrument.options, ctx, env=client_env(), repo=repo)
-    if instrument.kind == "tail":
-        return tail.measure(plan.engine_bin, instrument.options, ctx, env=client_env())
-    raise NotImplementedError(f"instrument kind {instrument.kind}")
+def measure_point(launch: Launch, instrument: Instrument, ctx: MeasureContext) -> Measurement:
+    """One point through one instrument, against the server of ``launch.arm.engine``: the kind's
+    registered instrument measures it (``recipe_ledger.instruments``)."""
+    plan = launch.plan
+    run = PointRun(
+        ctx=ctx,
+        spec=instrument,
+        engine=launch.arm.engine,
+        clients=Clients(plan.engine_bin, plan.sglang_python, plan.aiperf_bin),
+        client_env=client_env(),
+        arm_env=launch.arm.env,
+        repo=launch.repo,
+    )
+    return instruments.get(instrument.kind).measure(run)
 
 
 def warm_up(base_url: str, model: str, requests: int) -> None:
@@ -133,30 +148,19 @@ def warm_up(base_url: str, model: str, requests: int) -> None:
 
 
 def sweep(
-    plan: RunPlan,
-    arm: ArmPlan,
-    repeat: int,
-    base_url: str | None,
-    run_dir: Path,
-    repo: Path,
-    server: RunningServer | None = None,
-    events: Events = ignore,
-    tag: str = "",
-    points: list[int] | None = None,
-    clock: StepClock | None = None,
+    launch: Launch, server: RunningServer | None = None, points: list[int] | None = None
 ) -> list[PointRecord]:
-    """Every point x instrument for one launch of one arm (``points``: default all of them)."""
-    clock = clock or StepClock()
+    """Every point x instrument for one launch of one arm (``points``: default all of them), against
+    ``server`` (None: a study, nothing to reach)."""
+    experiment = launch.experiment
     records = []
-    if base_url and plan.experiment.server.warmup_requests:
-        with clock.step("warm-up"):
-            warm_up(base_url, arm.served_model, plan.experiment.server.warmup_requests)
-    for point in plan.experiment.points if points is None else points:
-        for instrument in plan.experiment.instruments:
-            records.append(
-                measure_one(plan, arm, instrument, point, repeat, base_url, run_dir, repo, server, tag, clock)
-            )
-        events(PointMeasured(arm.name, repeat, point))
+    if server is not None and experiment.server.warmup_requests:
+        with launch.clock.step("warm-up"):
+            warm_up(server.base_url, launch.arm.served_model, experiment.server.warmup_requests)
+    for point in experiment.points if points is None else points:
+        for instrument in experiment.instruments:
+            records.append(measure_one(launch, instrument, point, server))
+        launch.events(PointMeasured(launch.arm.name, launch.repeat, point))
     return records
 
 
@@ -169,20 +173,12 @@ def raw_dir(plan: RunPlan, instrument: Instrument, run_dir: Path) -> Path:
 
 
 def measure_one(
-    plan: RunPlan,
-    arm: ArmPlan,
-    instrument: Instrument,
-    point: int,
-    repeat: int,
-    base_url: str | None,
-    run_dir: Path,
-    repo: Path,
-    server: RunningServer | None,
-    tag: str,
-    clock: StepClock,
+    launch: Launch, instrument: Instrument, point: int, server: RunningServer | None
 ) -> PointRecord:
     """One point through one instrument, between two reads of the server's counters; a point the
     instrument or the counters say is not the intended workload comes back refused, with why."""
+    plan, arm, repeat, clock = launch.plan, launch.arm, launch.repeat, launch.clock
+    base_url = server.base_url if server is not None else None
     if server is not None:
         with clock.step("cache reset"):
             # SGLang's flush raises when the cache will not empty (the point fails); vLLM's never does.
@@ -191,11 +187,11 @@ def measure_one(
         before = server_metrics.scrape(base_url) if base_url else None
     sweep_flags = plan.experiment.launch_sweep
     ctx = MeasureContext(
-        arm=f"{tag}{arm.name}",
+        arm=f"{launch.tag}{arm.name}",
         point=point,
         repeat=repeat,
         seed=plan.seed(point, repeat),
-        out_dir=raw_dir(plan, instrument, run_dir),
+        out_dir=raw_dir(plan, instrument, launch.run_dir),
         base_url=base_url,
         model_name=arm.served_model,
         tokenizer=arm.model_dir,
@@ -204,7 +200,7 @@ def measure_one(
     )
     try:
         with clock.step("client"):
-            m = measure_point(plan, arm, instrument, ctx, repo)
+            m = measure_point(launch, instrument, ctx)
     except InvalidPoint as invalid:
         return PointRecord(
             arm.name, repeat, point, instrument.name, "", ctx.seed, {}, refused=f"invalid: {invalid}"
@@ -212,7 +208,7 @@ def measure_one(
     with clock.step("counter scrapes"):
         after = server_metrics.scrape(base_url) if base_url else None
     server_side = server_metrics.point_metrics(before, after, base_url, engines.get(arm.engine))
-    refused = tail.flattery(instrument.options, server_side) if instrument.kind == "tail" else None
+    refused = instruments.get(instrument.kind).refusals(instrument.options, server_side)
     return PointRecord(
         arm.name,
         repeat,
@@ -222,7 +218,7 @@ def measure_one(
         ctx.seed,
         m.metrics,
         server_side,
-        str(m.raw_path.relative_to(run_dir)),
+        str(m.raw_path.relative_to(launch.run_dir)),
         m.raw_sha256,
         round(m.wall_s, 3),
         dict(m.facts),
@@ -230,94 +226,46 @@ def measure_one(
     )
 
 
-def measure_launch(
-    plan: RunPlan,
-    arm: ArmPlan,
-    repeat: int,
-    run_dir: Path,
-    run_id: str,
-    repo: Path,
-    events: Events = ignore,
-    tag: str = "",
-    clock: StepClock | None = None,
-) -> list[PointRecord]:
-    """One fresh launch of ``arm``: boot, sweep, tear down (always, also on error and Ctrl-C).
-    In a launch-flag sweep, one launch per point, each with that point's flags. ``clock`` sums
-    the wall time of each step (boot, warm-up, client, ...) for the run's timings."""
-    clock = clock or StepClock()
-    if not plan.experiment.server.needs_server:
-        return sweep(plan, arm, repeat, None, run_dir, repo, events=events, tag=tag, clock=clock)
-    if plan.launches_per_point():
+def measure_launch(launch: Launch) -> list[PointRecord]:
+    """One fresh launch of ``launch.arm``: boot, sweep, tear down (always, also on error and Ctrl-C).
+    In a launch-flag sweep, one launch per point, each with that point's flags. ``launch.clock``
+    sums the wall time of each step (boot, warm-up, client, ...) for the run's timings."""
+    if not launch.experiment.server.needs_server:
+        return sweep(launch)
+    if launch.plan.launches_per_point():
         records: list[PointRecord] = []
-        for point in plan.experiment.points:
-            records += _launch_at_point(plan, arm, point, repeat, run_dir, run_id, repo, events, tag, clock)
+        for point in launch.experiment.points:
+            records += _launch_at_point(launch, point)
         return records
-    return _launch_and_sweep(plan, arm, repeat, run_dir, run_id, repo, events, tag, None, clock)
+    return _launch_and_sweep(launch)
 
 
 def _launch_and_sweep(
-    plan: RunPlan,
-    arm: ArmPlan,
-    repeat: int,
-    run_dir: Path,
-    run_id: str,
-    repo: Path,
-    events: Events,
-    tag: str,
-    points: list[int] | None,
-    clock: StepClock,
-    log_tag: str = "",
+    launch: Launch, points: list[int] | None = None, log_tag: str = ""
 ) -> list[PointRecord]:
-    spec = launch_spec(plan, arm, repeat, run_dir, run_id, tag + log_tag)
-    with clock.step("boot"):
-        server = launcher_for(plan).start(spec)
+    spec = launch_spec(launch, log_tag)
+    with launch.clock.step("boot"):
+        server = launcher_for(launch.plan).start(spec)
     with server:  # on an error or Ctrl-C its exit tears the server down
-        remember_flagset(arm)
-        records = sweep(
-            plan,
-            arm,
-            repeat,
-            server.base_url,
-            run_dir,
-            repo,
-            server=server,
-            events=events,
-            tag=tag,
-            points=points,
-            clock=clock,
-        )
-        with clock.step("teardown"):
+        remember_flagset(launch.arm)
+        records = sweep(launch, server, points)
+        with launch.clock.step("teardown"):
             server.stop()  # idempotent: the exit then has nothing left to stop
     return records
 
 
-def _launch_at_point(
-    plan: RunPlan,
-    arm: ArmPlan,
-    point: int,
-    repeat: int,
-    run_dir: Path,
-    run_id: str,
-    repo: Path,
-    events: Events,
-    tag: str,
-    clock: StepClock,
-) -> list[PointRecord]:
+def _launch_at_point(launch: Launch, point: int) -> list[PointRecord]:
     """One point of a launch-flag sweep. A value the engine refuses at boot (004: k=4) is a point
     of the sweep too: recorded as rejected, with the engine's own words, and the sweep goes on."""
-    at_point = plan.point_arm(arm, point)
     try:
-        return _launch_and_sweep(
-            plan, at_point, repeat, run_dir, run_id, repo, events, tag, [point], clock, f"p{point}-"
-        )
+        return _launch_and_sweep(launch.at_point(point), [point], f"p{point}-")
     except BootFailure as failure:
         reason = f"rejected at boot: {failure.cause}: {engine_reason(failure.log_tail)}"
-        events(PointMeasured(arm.name, repeat, point))
+        launch.events(PointMeasured(launch.arm.name, launch.repeat, point))
+        seed = launch.plan.seed(point, launch.repeat)
         return [
-            PointRecord(
-                arm.name, repeat, point, instrument.name, "", plan.seed(point, repeat), {}, refused=reason
-            )
-            for instrument in plan.experiment.instruments
+            PointRecord(launch.arm.name, launch.repeat, point, instrument.name, "", seed, {}, refused=reason)
+            for instrument in launch.experiment.instruments
         ]
 
 

@@ -12,14 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from recipe_ledger import engines, paths
+from recipe_ledger import engines, instruments, paths
 from recipe_ledger.engines.base import Engine
 from recipe_ledger.engines.sglang import find_sglang_python
 from recipe_ledger.engines.vllm import find_vllm_bin
 from recipe_ledger.errors import InputError
 from recipe_ledger.experiment.engines import check_one_client_per_bar
 from recipe_ledger.experiment.spec import CommandArm, Experiment, Overrides, RecipeArm, ReleaseArm, StudyArm
-from recipe_ledger.instruments import aiperf_replay, tail
+from recipe_ledger.instruments import aiperf_replay
 from recipe_ledger.recipes.boxes import Box, load_box
 from recipe_ledger.recipes.catalog import RecipeRoot
 from recipe_ledger.recipes.command import CommandRequest, resolve_for_people
@@ -278,17 +278,13 @@ def max_model_len(argv: list[str]) -> int | None:
 
 
 def check_workload_instruments(experiment: Experiment, arms: dict[str, ArmPlan], repo: Path) -> None:
-    """Refuse before any launch what the replay and tail instruments can know now: their options, a
-    user trace's lines, a trace longer than the smallest context an arm sets, an AIPerf not installed."""
+    """Refuse before any launch what each instrument can know now (its kind's check_before_launch):
+    options, a user trace's lines, a trace longer than the smallest context an arm sets, a client
+    not installed."""
     contexts = [n for n in (max_model_len(a.argv) for a in arms.values()) if n is not None]
+    smallest = min(contexts) if contexts else None
     for instrument in experiment.instruments:
-        if instrument.kind == "aiperf_replay":
-            aiperf_replay.check_before_launch(
-                instrument.options, repo, min(contexts) if contexts else None, instrument.name
-            )
-            aiperf_replay.require_aiperf(aiperf_replay.find_aiperf(repo))
-        elif instrument.kind == "tail":
-            tail.parse_options(instrument.options, instrument.name)
+        instruments.get(instrument.kind).check_before_launch(instrument, repo, smallest)
 
 
 def _server_command(

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from recipe_ledger import verdict as verdicts
 from recipe_ledger.pipeline.plan import RunPlan
-from recipe_ledger.pipeline.run import bar_instrument, bar_points, to_verdict_calibration, verdict_bar
+from recipe_ledger.pipeline.run import bar_points, to_verdict_calibration, verdict_bar
 
 # (instrument, metric) -> the calibration entry that stands for this run's noise, if any
 CalibrationLookup = Callable[[str, str], dict | None]
@@ -23,7 +23,7 @@ def power_plans(plan: RunPlan, calibration_of: CalibrationLookup) -> list[verdic
     out: list[verdicts.PowerPlan] = []
     experiment = plan.experiment
     for bar in experiment.bars:
-        entry = calibration_of(bar_instrument(plan, bar), bar.metric)
+        entry = calibration_of(plan.experiment.instrument_of(bar).name, bar.metric)
         calibration = to_verdict_calibration(entry)
         for point in bar_points(experiment.points, bar):
             refused = entry["payload"].get("conditions", {}).get(f"refused.p{point}") if entry else None

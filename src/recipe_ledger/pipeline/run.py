@@ -13,10 +13,12 @@ import json
 import secrets
 import statistics
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
-from recipe_ledger import engines, runs
+from recipe_ledger import engines, instruments, runs
 from recipe_ledger import metrics as metric_table
 from recipe_ledger import verdict as verdicts
 from recipe_ledger.experiment.engines import clients_by_bar
@@ -25,7 +27,7 @@ from recipe_ledger.instruments.base import sha256_file
 from recipe_ledger.ledger.models import ArmRecord, BarVerdict, ExperimentRecord, current_version
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.pipeline.events import Events, Notice, PhaseStarted, print_notices
-from recipe_ledger.pipeline.measure import PointRecord, measure_launch
+from recipe_ledger.pipeline.measure import Launch, PointRecord, measure_launch
 from recipe_ledger.pipeline.plan import RunPlan
 from recipe_ledger.pipeline.steps import StepClock
 from recipe_ledger.provenance import comparable_host, host_fingerprint, model_revision
@@ -147,6 +149,20 @@ class RunContext:
     started: float = field(default_factory=time.monotonic)
     clock: StepClock = field(default_factory=StepClock)  # where the wall time went, per step
 
+    def launch(self, arm: str, repeat: int, tag: str = "") -> Launch:
+        """One fresh launch of ``arm`` in this run: its folder, progress events and step clock."""
+        return Launch(
+            self.plan,
+            self.plan.arms[arm],
+            repeat,
+            self.run_dir,
+            self.run_id,
+            self.repo,
+            self.events,
+            tag,
+            self.clock,
+        )
+
 
 def bar_points(points: list[int], bar: SpecBar) -> list[int]:
     """The sweep points a bar decides: its own, or every one for ``point: all``."""
@@ -158,27 +174,13 @@ def verdict_bar(bar: SpecBar, point: int) -> verdicts.Bar:
     return verdicts.Bar(metric=bar.metric, point=point, direction=bar.direction, min_effect=bar.min_effect)
 
 
-def bar_instrument(plan: RunPlan, bar: SpecBar) -> str:
-    return bar.instrument or plan.experiment.instruments[0].name
-
-
 def calibrate_inline(ctx: RunContext) -> tuple[list[PointRecord], int]:
     """A/A: the control launched ``calibration.repeats`` times, before the experiment proper."""
     repeats = ctx.plan.experiment.calibration.repeats
     ctx.events(PhaseStarted("calibration", repeats, len(ctx.plan.experiment.points)))
     records: list[PointRecord] = []
     for repeat in range(1, repeats + 1):
-        records += measure_launch(
-            ctx.plan,
-            ctx.plan.arms["control"],
-            repeat,
-            ctx.run_dir,
-            ctx.run_id,
-            ctx.repo,
-            events=ctx.events,
-            tag=CALIBRATION_TAG,
-            clock=ctx.clock,
-        )
+        records += measure_launch(ctx.launch("control", repeat, CALIBRATION_TAG))
     return records, repeats
 
 
@@ -186,7 +188,7 @@ def record_calibrations(ctx: RunContext, records: list[PointRecord]) -> dict[tup
     """One calibration entry per (instrument, metric) that a bar uses."""
     out: dict[tuple[str, str], dict] = {}
     for bar in ctx.plan.experiment.bars:
-        instrument = bar_instrument(ctx.plan, bar)
+        instrument = ctx.plan.experiment.instrument_of(bar).name
         if (instrument, bar.metric) in out:
             continue
         # Typed with int | str keys: calibrate takes either, and a Mapping is invariant in its key type.
@@ -264,12 +266,12 @@ def existing_calibrations(ctx: RunContext) -> tuple[dict[tuple[str, str], dict],
     exp = ctx.plan.experiment
     found: dict[tuple[str, str], dict] = {}
     for bar in exp.bars:
-        instrument = bar_instrument(ctx.plan, bar)
+        instrument = exp.instrument_of(bar).name
         key = calibration_key(ctx.plan, instrument, bar.metric, ctx.host)
         entry = find_calibration(ctx.ledger, key, exp.calibration.max_age_days)
         if entry:
             found[(instrument, bar.metric)] = entry
-    needed = {(bar_instrument(ctx.plan, b), b.metric) for b in exp.bars}
+    needed = {(exp.instrument_of(b).name, b.metric) for b in exp.bars}
     return found, needed <= set(found)
 
 
@@ -303,16 +305,7 @@ def run_schedule(ctx: RunContext) -> list[PointRecord]:
     ctx.events(PhaseStarted("measurement", len(ctx.plan.schedule), len(ctx.plan.experiment.points)))
     records: list[PointRecord] = []
     for arm_name, repeat in ctx.plan.schedule:
-        records += measure_launch(
-            ctx.plan,
-            ctx.plan.arms[arm_name],
-            repeat,
-            ctx.run_dir,
-            ctx.run_id,
-            ctx.repo,
-            events=ctx.events,
-            clock=ctx.clock,
-        )
+        records += measure_launch(ctx.launch(arm_name, repeat))
         with ctx.clock.step("records"):  # kept after each launch: a later one may fail
             write_records(ctx.run_dir / runs.MEASUREMENTS, records)
     return records
@@ -325,7 +318,7 @@ def decide_bars(
     out_v, out_b = [], []
     for candidate in exp.candidates:
         for bar in exp.bars:
-            instrument = bar_instrument(ctx.plan, bar)
+            instrument = ctx.plan.experiment.instrument_of(bar).name
             cal = cals.get((instrument, bar.metric))
             calibration = to_verdict_calibration(cal)
             for point in bar_points(exp.points, bar):
@@ -383,7 +376,7 @@ def instrument_classes(plan: RunPlan, cals: dict[tuple[str, str], dict]) -> dict
     (the site marks loose instruments from these)."""
     out: dict[str, str] = {}
     for bar in plan.experiment.bars:
-        instrument = bar_instrument(plan, bar)
+        instrument = plan.experiment.instrument_of(bar).name
         calibration = to_verdict_calibration(cals.get((instrument, bar.metric)))
         if calibration is None:
             continue
@@ -412,41 +405,31 @@ def several_instruments(plan: RunPlan) -> bool:
 def bar_metric_name(plan: RunPlan, bar: SpecBar) -> str:
     """The bar's metric as the record names it: with its instrument when there are several."""
     if several_instruments(plan):
-        return metric_table.instrument_metric(bar_instrument(plan, bar), bar.metric)
+        return metric_table.instrument_metric(plan.experiment.instrument_of(bar).name, bar.metric)
     return bar.metric
 
 
-def workload_instrument_names(plan: RunPlan) -> frozenset[str]:
-    return frozenset(i.name for i in plan.experiment.instruments if i.kind in ("tail", "aiperf_replay"))
-
-
-# Beyond metrics.SUMMARY_METRICS: the tail test's and the replay's own numbers.
-WORKLOAD_SUMMARY_METRICS = (
-    "ttft_ms_p90",
-    "ttft_ms_p99",
-    "e2el_ms_p99",
-    "prefill_tps",
-    "cache_reuse_expected",
-    "cache_reuse_achieved",
-)
+def extra_summary_metrics(plan: RunPlan) -> dict[str, tuple[str, ...]]:
+    """Instrument name -> the numbers of its own the result keeps beyond metrics.SUMMARY_METRICS
+    (its kind's: the tail test's TTFT tail and prefill rate, the replay's cache reuse)."""
+    extras = {i.name: instruments.get(i.kind).extra_summary_metrics for i in plan.experiment.instruments}
+    return {name: metrics for name, metrics in extras.items() if metrics}
 
 
 def summary_metrics(
     records: list[PointRecord],
-    workload_instruments: frozenset[str] = frozenset(),
+    extra_metrics: Mapping[str, tuple[str, ...]] = MappingProxyType({}),
     per_instrument: bool = False,
 ) -> dict[str, float]:
-    """Medians per arm, point and metric: ``<arm>.c<point>.<metric>`` (small, table-friendly); the
-    tail test's and the replay's own numbers too for ``workload_instruments`` (their names). With
+    """Medians per arm, point and metric: ``<arm>.c<point>.<metric>`` (small, table-friendly); an
+    instrument's own numbers too when ``extra_metrics`` names them (by instrument name). With
     ``per_instrument`` (an experiment of several instruments) each metric is named with its
     instrument, ``<instrument>/<metric>``: two instruments' numbers never share one median."""
     groups: dict[str, list[float]] = {}
     for r in records:
         if r.refused:
             continue  # refused points are in conditions, with why; their numbers are not results
-        wanted = metric_table.SUMMARY_METRICS
-        if r.instrument in workload_instruments:
-            wanted = (*wanted, *WORKLOAD_SUMMARY_METRICS)
+        wanted = (*metric_table.SUMMARY_METRICS, *extra_metrics.get(r.instrument, ()))
         kept = {m: r.metrics[m] for m in wanted if m in r.metrics}
         kept.update({metric_table.SERVER_PREFIX + m: v for m, v in r.server.items()})
         for metric, value in kept.items():
@@ -528,7 +511,7 @@ def record_result(
         "subject": ctx.plan.experiment.name,
         "text": headline(bars),
         "metrics": summary_metrics(
-            records, workload_instrument_names(ctx.plan), per_instrument=several_instruments(ctx.plan)
+            records, extra_summary_metrics(ctx.plan), per_instrument=several_instruments(ctx.plan)
         ),
         "verdict": _overall(bars),
         "conditions": {

@@ -55,7 +55,9 @@ def calibration_needs(
     """(instrument, metric, the matching calibration entry or None) for each metric a bar uses:
     what `ledger calibrate` would measure, and what `ledger run` would reuse instead."""
     lookup = _calibration_lookup(plan, repo, host)
-    needs = dict.fromkeys((runner.bar_instrument(plan, bar), bar.metric) for bar in plan.experiment.bars)
+    needs = dict.fromkeys(
+        (plan.experiment.instrument_of(bar).name, bar.metric) for bar in plan.experiment.bars
+    )
     return [(instrument, metric, lookup(instrument, metric)) for instrument, metric in needs]
 
 

@@ -253,16 +253,7 @@ def rerun(ctx: runner.RunContext, target: Target, repeats: int) -> list[PointRec
     with recording_failure(ctx, "reproduction"), contextlib.chdir(ctx.repo):
         for repeat in range(1, repeats + 1):
             for arm in target.arms:
-                records += measure.measure_launch(
-                    ctx.plan,
-                    target.plan.arms[arm],
-                    repeat,
-                    ctx.run_dir,
-                    ctx.run_id,
-                    ctx.repo,
-                    events=ctx.events,
-                    tag=TAG,
-                )
+                records += measure.measure_launch(ctx.launch(arm, repeat, TAG))
                 runner.write_records(ctx.run_dir / runs.MEASUREMENTS, records)
     return records
 
@@ -294,10 +285,10 @@ def decide(
 
 
 def _instrument(target: Target, metric: str) -> str:
-    for bar in target.plan.experiment.bars:
-        if bar.metric == metric and bar.instrument:
-            return bar.instrument
-    return target.plan.experiment.instruments[0].name
+    """The instrument a bar on ``metric`` names, else the experiment's default one."""
+    experiment = target.plan.experiment
+    named = (bar.instrument for bar in experiment.bars if bar.metric == metric and bar.instrument)
+    return next(named, experiment.default_instrument.name)
 
 
 def _direction(metric: str) -> metric_table.Direction:

@@ -7,4 +7,5 @@ Modules:
   validate   loaded YAML against a pydantic model; errors name the file, line and field
   bounds     one slug rule and the size bounds of every text a spec holds
   versioned  one ``schema_version`` check for every spec file (a newer one refused before its fields)
+  registered a field whose value is a name a registry knows (instrument kinds), an enum in the schema
 """
