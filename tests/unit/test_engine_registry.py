@@ -157,7 +157,7 @@ def test_an_arm_on_a_plugin_engine_plans_with_the_engines_defaults(tmp_path, mon
 @pytest.mark.parametrize(
     ("entry_point", "refusal"),
     [
-        ("tgi = fake_engine_plugin:NOT_AN_ENGINE", "is a object, not an engines.base.Engine"),
+        ("tgi = fake_engine_plugin:NOT_AN_ENGINE", "is a object, not a recipe_ledger.engines.base.Engine"),
         ("other = fake_engine_plugin:ENGINE", "is named 'tgi', its entry point 'other'"),
         ("tgi = fake_engine_plugin:MISSING", "does not load: AttributeError"),
         (

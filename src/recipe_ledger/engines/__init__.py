@@ -26,11 +26,11 @@ Package map:
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 
 from recipe_ledger.engines import none, sglang, vllm
 from recipe_ledger.engines.base import Engine
-from recipe_ledger.errors import InputError, StateError
+from recipe_ledger.errors import InputError
+from recipe_ledger.plugins import load_registry
 
 ENTRY_POINT_GROUP = "recipe_ledger.engines"
 # In the order the experiment schema lists them (and its error messages name them).
@@ -61,39 +61,4 @@ def refresh() -> None:
 
 @functools.cache
 def _registry() -> dict[str, Engine]:
-    found = {engine.name: engine for engine in BUILT_IN}
-    points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-    for point in sorted(points, key=lambda p: p.name):
-        engine = _plugin(point)
-        if engine.name in found:
-            raise StateError(
-                f"engine plugin {point.value} names itself {engine.name!r}, which is already registered",
-                where=f"entry point {ENTRY_POINT_GROUP}:{point.name}",
-                hint="give the plugin's engine another name",
-            )
-        found[engine.name] = engine
-    return found
-
-
-def _plugin(point: importlib.metadata.EntryPoint) -> Engine:
-    """The engine an entry point names: an ``Engine`` instance, or a subclass to instantiate."""
-    where = f"entry point {ENTRY_POINT_GROUP}:{point.name}"
-    try:
-        loaded = point.load()
-    except Exception as error:  # a broken plugin is named, not a traceback from deep in a run
-        raise StateError(
-            f"engine plugin {point.value} does not load: {type(error).__name__}: {error}", where=where
-        ) from error
-    engine = loaded() if isinstance(loaded, type) and issubclass(loaded, Engine) else loaded
-    if not isinstance(engine, Engine):
-        raise StateError(
-            f"engine plugin {point.value} is a {type(engine).__name__}, not an engines.base.Engine",
-            where=where,
-        )
-    if engine.name != point.name:
-        raise StateError(
-            f"engine plugin {point.value} is named {engine.name!r}, its entry point {point.name!r}",
-            where=where,
-            hint="make the entry point's name the engine's name",
-        )
-    return engine
+    return load_registry(ENTRY_POINT_GROUP, BUILT_IN, Engine, lambda engine: engine.name, "engine")

@@ -7,13 +7,11 @@ measure them, the points of the sweep (concurrency levels), how many times each 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, GetCoreSchemaHandler, Tag, model_validator
-from pydantic.json_schema import GetJsonSchemaHandler, JsonSchemaValue
-from pydantic_core import PydanticCustomError, core_schema
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from recipe_ledger import engines as engine_registry
 from recipe_ledger import instruments as instrument_registry
@@ -38,35 +36,10 @@ from recipe_ledger.spec.versioned import load_versioned
 EXPERIMENT_SCHEMA_VERSION = 1
 
 
-@dataclass(frozen=True)
-class _RegisteredEngine:
-    """A field holding an engine's name, checked against ``recipe_ledger.engines`` when a spec is
-    validated (a plugin's engine is as good as a built-in), and listed as an enum in the JSON Schema
-    as the registry has it then. A wrong value reads as a wrong Literal did: one of the allowed values."""
-
-    stand_ins: bool  # may the field name a stand-in ("none")? The experiment's may, an arm's may not
-
-    def __get_pydantic_core_schema__(
-        self, source: Any, handler: GetCoreSchemaHandler
-    ) -> core_schema.CoreSchema:
-        return core_schema.no_info_plain_validator_function(self._check)
-
-    def __get_pydantic_json_schema__(
-        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
-    ) -> JsonSchemaValue:
-        return {"enum": list(engine_registry.names(stand_ins=self.stand_ins)), "type": "string"}
-
-    def _check(self, value: Any) -> str:
-        known = engine_registry.names(stand_ins=self.stand_ins)
-        if not isinstance(value, str) or value not in known:
-            quoted = [repr(name) for name in known]
-            expected = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
-            raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
-        return value
-
-
-Engine = Annotated[str, _RegisteredEngine(stand_ins=False)]  # the engine an arm names
-AnyEngine = Annotated[str, _RegisteredEngine(stand_ins=True)]  # the experiment's, "none" included
+# Engine names are checked against ``recipe_ledger.engines`` when a spec is validated, so a plugin's
+# engine is as good as a built-in; an arm may not name a stand-in ("none"), the experiment may.
+Engine = Annotated[str, RegisteredName(functools.partial(engine_registry.names, stand_ins=False))]
+AnyEngine = Annotated[str, RegisteredName(engine_registry.names)]
 ENGINE_DESCRIPTION = "The serving engine of this arm; default: the experiment's engine."
 OVERRIDES_DESCRIPTION = "Flags and environment changed on top of the arm's command."
 
