@@ -14,7 +14,7 @@ import importlib.metadata
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from recipe_ledger.errors import StateError
+from recipe_ledger.errors import InputError, StateError
 
 T = TypeVar("T")
 
@@ -43,6 +43,18 @@ def load_registry(
             )
         found[name] = item
     return found
+
+
+def pick(registered: dict[str, T], name: str, what: str, listed_as: str) -> T:
+    """``registered[name]``, else an InputError naming every registered one ("unknown engine 'x';
+    engines: vllm, sglang, none")."""
+    if name not in registered:
+        raise InputError(
+            f"unknown {what} {name!r}; {listed_as}: {', '.join(registered)}",
+            where=what,
+            hint="name one of them, or install the package that provides it",
+        )
+    return registered[name]
 
 
 def _load(point: importlib.metadata.EntryPoint, base: type[T], what: str, where: str) -> T:

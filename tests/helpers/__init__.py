@@ -7,6 +7,7 @@
 - images: the tiny ``FROM scratch`` busybox images the docker tests build
 - projects: projects on disk built from this repository (the fixed ledger prefix, planted input)
 - pipeline: the stand-in pipeline of ``ledger run`` (a git repository, a probe script, the CLI)
+- plugins: a plugin distribution (modules + entry points) written into a folder for importlib.metadata
 - seedtext: the seed documents (tests/fixtures/seeds/) by line, and the figures a line states
 """
 

@@ -21,6 +21,7 @@ import pytest
 from helpers import FAKE_SERVER
 from helpers.net import free_port
 from helpers.pipeline import entries, ledger, stand_in_repo, write_committed
+from helpers.plugins import write_distribution
 
 pytestmark = pytest.mark.integration
 
@@ -73,15 +74,13 @@ INSTRUMENT_FILE = textwrap.dedent('''\
 
 def install_plugin_package(folder: Path) -> str:
     """The two files and their registration; returns the PYTHONPATH that makes them importable."""
-    folder.mkdir()
-    (folder / "echo_engine.py").write_text(ENGINE_FILE)
-    (folder / "echo_instrument.py").write_text(INSTRUMENT_FILE)
-    dist = folder / "echo_plugins-0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-plugins\nVersion: 0\n")
-    (dist / "entry_points.txt").write_text(
-        "[recipe_ledger.engines]\necho = echo_engine:ENGINE\n\n"
-        "[recipe_ledger.instruments]\necho_probe = echo_instrument:INSTRUMENT\n"
+    write_distribution(
+        folder,
+        {"echo_engine": ENGINE_FILE, "echo_instrument": INSTRUMENT_FILE},
+        {
+            "recipe_ledger.engines": "echo = echo_engine:ENGINE",
+            "recipe_ledger.instruments": "echo_probe = echo_instrument:INSTRUMENT",
+        },
     )
     return os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
 

@@ -24,6 +24,8 @@ from recipe_ledger.pipeline.plan import plan_run
 from recipe_ledger.recipes import sglang as recipes_sglang
 from recipe_ledger.recipes.catalog import RecipeRoot
 
+from helpers.plugins import write_distribution
+
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "src" / "recipe_ledger"
 
@@ -52,11 +54,7 @@ def fresh_registry() -> Iterator[None]:
 
 def install_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry_points: str) -> None:
     """A distribution ``fake`` on sys.path: one module and the entry points that name it."""
-    (tmp_path / "fake_engine_plugin.py").write_text(PLUGIN)
-    dist = tmp_path / "fake-0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fake\nVersion: 0\n")
-    (dist / "entry_points.txt").write_text(f"[{engines.ENTRY_POINT_GROUP}]\n{entry_points}\n")
+    write_distribution(tmp_path, {"fake_engine_plugin": PLUGIN}, {engines.ENTRY_POINT_GROUP: entry_points})
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
     sys.modules.pop("fake_engine_plugin", None)  # another test's copy

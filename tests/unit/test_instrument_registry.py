@@ -23,6 +23,8 @@ from recipe_ledger.pipeline import measure as measuring
 from recipe_ledger.pipeline.plan import plan_run
 from recipe_ledger.recipes.catalog import RecipeRoot
 
+from helpers.plugins import write_distribution
+
 REPO = Path(__file__).resolve().parents[2]
 MODULE = "fake_instrument_plugin"
 
@@ -75,13 +77,9 @@ def fresh_registry() -> Iterator[None]:
 
 def install_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry_points: str) -> None:
     """A distribution ``fake`` on sys.path: one module and the entry points that name it."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / f"{MODULE}.py").write_text(PLUGIN)
-    dist = site / "fake-0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fake\nVersion: 0\n")
-    (dist / "entry_points.txt").write_text(f"[{instruments.ENTRY_POINT_GROUP}]\n{entry_points}\n")
+    site = write_distribution(
+        tmp_path / "site", {MODULE: PLUGIN}, {instruments.ENTRY_POINT_GROUP: entry_points}
+    )
     monkeypatch.syspath_prepend(str(site))
     importlib.invalidate_caches()
     sys.modules.pop(MODULE, None)  # another test's copy

@@ -29,8 +29,7 @@ import functools
 
 from recipe_ledger.engines import none, sglang, vllm
 from recipe_ledger.engines.base import Engine
-from recipe_ledger.errors import InputError
-from recipe_ledger.plugins import load_registry
+from recipe_ledger.plugins import load_registry, pick
 
 ENTRY_POINT_GROUP = "recipe_ledger.engines"
 # In the order the experiment schema lists them (and its error messages name them).
@@ -39,14 +38,7 @@ BUILT_IN: tuple[Engine, ...] = (vllm.ENGINE, sglang.ENGINE, none.ENGINE)
 
 def get(name: str) -> Engine:
     """The engine called ``name``."""
-    registered = _registry()
-    if name not in registered:
-        raise InputError(
-            f"unknown engine {name!r}; engines: {', '.join(registered)}",
-            where="engine",
-            hint="name one of them, or install the package that provides it",
-        )
-    return registered[name]
+    return pick(_registry(), name, "engine", "engines")
 
 
 def names(*, stand_ins: bool = True) -> tuple[str, ...]:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import functools
 
 from recipe_ledger import plugins
-from recipe_ledger.errors import InputError
 from recipe_ledger.instruments import aiperf_replay, command, sglang_bench, tail, vllm_bench
 from recipe_ledger.instruments.base import InstrumentKind
 
@@ -50,14 +49,7 @@ BUILT_IN: tuple[InstrumentKind, ...] = (
 
 def get(kind: str) -> InstrumentKind:
     """The instrument of ``kind``."""
-    registered = _registry()
-    if kind not in registered:
-        raise InputError(
-            f"unknown instrument kind {kind!r}; kinds: {', '.join(registered)}",
-            where="instrument kind",
-            hint="name one of them, or install the package that provides it",
-        )
-    return registered[kind]
+    return plugins.pick(_registry(), kind, "instrument kind", "kinds")
 
 
 def kinds() -> tuple[str, ...]:
