@@ -89,14 +89,14 @@ def experiment(port: int) -> str:
     server = [sys.executable, str(FAKE_SERVER), "--prefix-cache"]
     return json.dumps(
         {
-            "name": "echo-plugins",
+            "name": "plugin-run",
             "hypothesis": "the fast arm is faster on a plugin engine, by a plugin instrument",
             "box": "cpu-only",
             "engine": "echo",
             "server": {"launcher": "process", "port": port, "health_timeout_s": 30},
             "control": {"argv": server},
             "candidates": {"fast": {"argv": [*server, "--delay", "0"]}},
-            "instruments": [{"name": "echo", "kind": "echo_probe"}],
+            "instruments": [{"name": "probe", "kind": "echo_probe"}],
             "points": [1, 4],
             "repeats": 2,
             "bars": [{"metric": "output_tps_total", "point": 4, "direction": "higher", "min_effect": 0.05}],
@@ -111,12 +111,14 @@ def test_a_plugin_engine_and_instrument_plan_run_and_record(tmp_path):
     write_committed(root, "experiments/x.yaml", experiment(free_port()))
 
     planned = ledger(root, "run", "experiments/x.yaml", "--plan", env=env)
-    assert "echo" in planned.stdout
+    # The plan names neither engine nor kind; that it planned at all is the point (without the
+    # registration the same file is refused, below), and it lists the plugin's instrument.
+    assert "instruments ['probe']" in planned.stdout
 
     ledger(root, "run", "experiments/x.yaml", "--no-mlflow", env=env)
     result = [e for e in entries(root) if e["kind"] == "result"][-1]["payload"]
     assert {arm["engine"] for arm in result["experiment"]["arms"].values()} == {"echo"}
-    assert result["experiment"]["instruments"] == {"echo": "echo-probe 1"}
+    assert result["experiment"]["instruments"] == {"probe": "echo-probe 1"}
     assert result["verdict"] == "win" and result["experiment"]["bars"][0]["effect"] > 0.25
 
 
