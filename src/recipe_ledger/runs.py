@@ -49,9 +49,10 @@ PLAN = "plan.json"
 MEASUREMENTS = "measurements.jsonl"
 CALIBRATION = "calibration.jsonl"
 SUMMARY = "summary.json"
+SEQUENCE = "sequence.json"  # the sequential design's state: every launch and look (pipeline.sequence)
 TIMINGS = "timings.json"  # where the wall time went, per step; not pinned by the entry
 RAW = "raw"
-HASHED_FILES = (PLAN, MEASUREMENTS, CALIBRATION, SUMMARY)  # what an entry's ``artifacts`` pins
+HASHED_FILES = (PLAN, MEASUREMENTS, CALIBRATION, SEQUENCE, SUMMARY)  # what an entry's ``artifacts`` pins
 
 RECORDS_FORMAT = "recipe-ledger/measurements"
 RECORDS_VERSION = 1

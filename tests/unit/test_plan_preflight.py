@@ -175,7 +175,7 @@ def test_a_bad_experiment_names_file_line_and_field(tmp_path):
 
     spec = tmp_path / "x.yaml"
     text = (REPO / "experiments" / "examples" / "tiny-batching.yaml").read_text()
-    spec.write_text(text.replace("\nrepeats: 2", "\nrepeats: two"))
+    spec.write_text(text.replace("\npoints: [4]", "\npoints: [4]\nrepeats: two"))
     with pytest.raises(SpecError, match=r"x\.yaml:\d+: repeats: expected an integer, got \"two\""):
         load_experiment(spec)
 

@@ -17,6 +17,7 @@ from recipe_ledger import runs, tracking
 from recipe_ledger.cli import main
 from recipe_ledger.errors import InputError
 from recipe_ledger.ledger import actions
+from recipe_ledger.ledger.models import current_version
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.tracking import runfolder, tree
 from recipe_ledger.tracking.entries import entry_spec
@@ -92,7 +93,7 @@ def experiment(run_id: str = RUN_ID) -> dict:
 
 def result_payload(run_id: str = RUN_ID) -> dict:
     return {
-        "schema_version": 2,
+        "schema_version": current_version("result"),
         "subject": "wiring",
         "text": "fast output_tps_total@4: win (+30.0%)",
         "metrics": {"control.c4.output_tps_total": 400.0, "fast.c4.output_tps_total": 520.0},

@@ -132,7 +132,7 @@ def test_a_duplicate_key_is_refused_naming_both_lines():
 
 
 def test_a_second_repeats_in_an_experiment_is_refused_not_last_wins(tmp_path):
-    path = edited_example(tmp_path, "repeats: 2\n", "repeats: 2\nrepeats: 50\n")
+    path = edited_example(tmp_path, "points: [1, 4]\n", "points: [1, 4]\nrepeats: 2\nrepeats: 50\n")
     with pytest.raises(SpecError, match=r"duplicate key 'repeats' \(lines \d+ and \d+\)"):
         load_experiment(path)
 
@@ -243,7 +243,7 @@ def test_an_overlong_field_of_a_recipe_arm_is_named_not_its_recipe_key(tmp_path)
 @pytest.mark.parametrize(
     ("old", "new", "field"),
     [
-        ("repeats: 2\n", "repeats: 100000000\n", "repeats"),
+        ("points: [1, 4]\n", "points: [1, 4]\nrepeats: 100000000\n", "repeats"),
         ("points: [1, 4]", "points: [1, 400000000]", "points[1]"),
         ("points: [1, 4]", "points: [" + ", ".join(["1"] * 1000) + "]", "points"),
         ("  health_timeout_s: 300", "  health_timeout_s: 1e300", "server.health_timeout_s"),
@@ -293,8 +293,10 @@ def test_a_bar_the_verdict_cannot_take_is_refused_by_the_spec(tmp_path, old, new
 
 def test_every_bound_at_its_limit_still_plans(tmp_path):
     # The bounds refuse what no person means and nothing the later stages accept.
-    text = EXAMPLE.read_text().replace("repeats: 2\n", "repeats: 100\nseed: 9223372036854775807\n", 1)
-    text = re.sub(r"(calibration:\n(?:  #.*\n)*  repeats: )\d+", r"\g<1>100", text)
+    # The fixed design: its repeats and calibration at their bounds (the sequential one's cap is
+    # bounded by sequential.MAX_CAP, checked in test_experiment_design.py).
+    extreme = "repeats: 100\ncalibration:\n  repeats: 100\nseed: 9223372036854775807\n"
+    text = EXAMPLE.read_text().replace("points: [1, 4]\n", "points: [1, 4]\n" + extreme, 1)
     text = text.replace(
         "points: [1, 4]", "points: [" + ", ".join(str(10**6 - i) for i in range(62)) + ", 1, 4]"
     )

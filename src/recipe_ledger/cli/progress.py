@@ -58,7 +58,13 @@ def print_plan(plan: RunPlan, print_line: Callable[[str], object]) -> None:
         echo(f"  {arm.name}: {arm.source}")
         detail = " ".join(arm.argv) or ", ".join(f"{k}={v}" for k, v in sorted(arm.params.items()))
         echo(f"    {detail}")
-    echo(f"  schedule (ABBA, a fresh launch each): {', '.join(f'{a}#{r}' for a, r in plan.schedule)}")
+    if plan.experiment.sequential:
+        echo(
+            "  schedule (sequential, a fresh launch each): launch pairs in ABBA order "
+            f"({', '.join(plan.arms)}, then reversed, ...), a look after each, until every bar is decided"
+        )
+    else:
+        echo(f"  schedule (ABBA, a fresh launch each): {', '.join(f'{a}#{r}' for a, r in plan.schedule)}")
     echo(f"  points {plan.experiment.points}, instruments {[i.name for i in plan.experiment.instruments]}")
     sweep = plan.experiment.launch_sweep
     if sweep is not None:  # the points are values of a launch flag: say which, and on which arms

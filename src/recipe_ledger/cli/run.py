@@ -34,17 +34,28 @@ def print_verdicts(outcome: runner.RunOutcome) -> None:
         [[*row[:-1], row[-1].upper()] for row in views.verdict_rows(outcome.entry)],  # WIN stands out
         title=f"{outcome.entry['payload']['subject']}: verdicts" + (" (DIRTY TREE)" if dirty else ""),
     )
+    design = views.design_text(outcome.entry["payload"].get("experiment") or {})
+    if design:
+        click.echo(f"design {design}")
     for bar in outcome.bars:
-        click.echo(f"  {bar.candidate} {bar.metric}@{bar.point}: {bar.reason}")
+        words = f"{bar.decision}; " if bar.decision and bar.decision not in bar.reason else ""
+        click.echo(f"  {bar.candidate} {bar.metric}@{bar.point}: {words}{bar.reason}")
     if dirty:
         click.echo(f"{dirty}; recorded in every entry of this run")
 
 
 @click.command("run")
-@click.argument("experiment", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.argument("experiment", type=click.Path(path_type=Path, exists=True, dir_okay=False), required=False)
 @root_option
 @writer_option
 @click.option("--plan", "plan_only", is_flag=True, help="Show what would be launched and stop.")
+@click.option(
+    "--resume",
+    "resume_run",
+    metavar="RUN",
+    help="Continue the interrupted sequential run RUN (a folder under runs/) from its last kept "
+    "launch; refused when the commit, the experiment file, the box or the host differ.",
+)
 @tracking_uri_option("MLflow store to index the run into (default: sqlite:///<root>/mlflow.db).")
 @click.option(
     "--no-mlflow", is_flag=True, help="Do not index the run into MLflow now (`ledger mlflow sync` can later)."
@@ -53,10 +64,11 @@ def print_verdicts(outcome: runner.RunOutcome) -> None:
 @click.option("--allow-busy-gpu", is_flag=True, help="Run even if other processes use the GPU.")
 @allow_dirty_option("Run")
 def run_cmd(
-    experiment: Path,
+    experiment: Path | None,
     root: Path,
     writer: str,
     plan_only: bool,
+    resume_run: str | None,
     tracking_uri: str | None,
     no_mlflow: bool,
     allow_network_fs: bool,
@@ -65,17 +77,37 @@ def run_cmd(
 ) -> None:
     """Run EXPERIMENT on this box: launch, measure against the control (ABBA), decide, record.
 
-    Exit codes: 0 completed (result entry written), 2 bad input, 3 machine not ready or a dirty
-    tree, 5 run failed (failure entry written), 130 interrupted by Ctrl-C or SIGTERM (failure entry written).
+    The sequential design (the default) looks after every launch pair and stops once every bar is
+    decided; `--resume RUN` continues one that was interrupted. Exit codes: 0 completed (result
+    entry written), 2 bad input (also a --resume whose commit, spec, box or host differ), 3 machine
+    not ready or a dirty tree, 5 run failed (failure entry written), 130 interrupted by Ctrl-C or
+    SIGTERM (failure entry written, with the command that resumes it).
     """
     repo = root.resolve()
+    if (experiment is None) == (resume_run is None):
+        raise click.UsageError("give an EXPERIMENT file, or --resume RUN (not both)")
+    options = stages.RunOptions(allow_dirty, allow_network_fs, allow_busy_gpu)
+    if resume_run is not None:
+        if plan_only:
+            raise click.UsageError("--plan shows a new run; a resumed run continues its own plan")
+        with progress_bar() as bar:
+            outcome = stages.resume_experiment(
+                resume_run,
+                repo,
+                writer=writer,
+                options=options,
+                release_lookup=release_lookup(repo),
+                events=ProgressListener(bar),
+            )
+        _finish(outcome, repo, no_mlflow, tracking_uri)
+        return
+    assert experiment is not None
     if plan_only:
         plan = stages.plan_experiment(experiment, repo, release_lookup(repo))
         print_plan(plan, click.echo)
         for line in stages.power_report(plan, repo):
             click.echo(f"  {line}")
         return
-    options = stages.RunOptions(allow_dirty, allow_network_fs, allow_busy_gpu)
     with progress_bar() as bar:
         outcome = stages.run_experiment(
             experiment,
@@ -85,6 +117,11 @@ def run_cmd(
             release_lookup=release_lookup(repo),
             events=ProgressListener(bar),
         )
+    _finish(outcome, repo, no_mlflow, tracking_uri)
+
+
+def _finish(outcome: runner.RunOutcome, repo: Path, no_mlflow: bool, tracking_uri: str | None) -> None:
+    """The verdicts, where the entry and the raw files are, and the MLflow index."""
     print_verdicts(outcome)
     click.echo(
         f"result entry {outcome.entry['id'][:12]} (ledger show {outcome.entry['id'][:12]}); raw files in "

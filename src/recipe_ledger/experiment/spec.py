@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_val
 
 from recipe_ledger import engines as engine_registry
 from recipe_ledger import instruments as instrument_registry
+from recipe_ledger import sequential
 from recipe_ledger.spec.bounds import (
     MAX_ARMS,
     MAX_ITEMS,
@@ -32,8 +33,10 @@ from recipe_ledger.spec.bounds import (
 )
 from recipe_ledger.spec.registered import RegisteredName
 from recipe_ledger.spec.versioned import load_versioned
+from recipe_ledger.verdict import DEFAULT_CALIBRATION_REPEATS, DEFAULT_REPEATS
 
 EXPERIMENT_SCHEMA_VERSION = 1
+MAX_SAMPLES_PER_LAUNCH = 20
 
 
 # Engine names are checked against ``recipe_ledger.engines`` when a spec is validated, so a plugin's
@@ -174,6 +177,14 @@ class Instrument(_Closed):
         default=None,
         description="For kind=command: argv template; {arm}, {point}, {repeat}, {seed}, {out} are filled in.",
     )
+    samples_per_launch: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_SAMPLES_PER_LAUNCH,
+        description="Times each point is measured inside one launch (the seeds ran each point twice). "
+        "The verdict counts a launch once, by the mean of its samples' logarithms, and reports their "
+        "spread apart: repeats inside one launch never pass for launch-to-launch evidence.",
+    )
 
     @model_validator(mode="after")
     def _command_needs_argv(self) -> Instrument:
@@ -275,10 +286,65 @@ class Server(_Closed):
 class Calibration(_Closed):
     """A/A launches of the control (``ledger calibrate``): the instrument's noise, hence the MDE."""
 
-    repeats: int = Field(default=3, ge=2, le=MAX_REPEATS, description="A/A launches of the control.")
+    repeats: int = Field(
+        default=DEFAULT_CALIBRATION_REPEATS,
+        ge=2,
+        le=MAX_REPEATS,
+        description="A/A launches of the control: the fixed design's inline calibration, and "
+        "`ledger calibrate`.",
+    )
     max_age_days: float = Field(
         default=14, gt=0, le=3650, description="Older calibrations no longer count: calibrate again."
     )
+
+
+class Design(_Closed):
+    """How launches are spent: the sequential design (the default) looks after every launch pair and
+    stops once every bar is decided; the fixed design launches ``repeats`` per arm, then decides."""
+
+    kind: Literal["sequential", "fixed"] = Field(
+        default="sequential",
+        description="sequential (rl-sequential/1, a look after every launch pair) or fixed "
+        "(rl-verdict/2 after `repeats` launches per arm). docs/verdicts.md.",
+    )
+    cap: int | None = Field(
+        default=None,
+        ge=sequential.MIN_PAIRS,
+        le=sequential.MAX_CAP,
+        description="Sequential: launches per arm at most. Default: what budget_box_hours buys at "
+        f"this box's recorded launch time, else {sequential.DEFAULT_CAP}.",
+    )
+    budget_box_hours: float | None = Field(
+        default=None,
+        gt=0,
+        le=100_000,
+        description="Sequential: box-hours the experiment may spend; sets the cap from the box's "
+        "recorded launch time when no cap is given.",
+    )
+    pairs_per_look: int = Field(
+        default=1,
+        ge=1,
+        le=sequential.MAX_CAP,
+        description="Sequential: a look after every block of this many launch pairs.",
+    )
+    alpha: float = Field(
+        default=sequential.DEFAULT_ALPHA,
+        gt=0,
+        le=0.2,
+        description="Sequential: false calls (win or regression at no true effect) over the whole "
+        "sequence, both sides together.",
+    )
+
+    @model_validator(mode="after")
+    def _sequential_fields_need_the_sequential_design(self) -> Design:
+        if self.kind == "fixed":
+            set_here = sorted(self.model_fields_set & {"cap", "budget_box_hours", "pairs_per_look", "alpha"})
+            if set_here:
+                raise ValueError(
+                    f"{', '.join(set_here)} belong to the sequential design; the fixed design "
+                    "launches `repeats` per arm: remove them or set kind: sequential"
+                )
+        return self
 
 
 class Experiment(_Closed):
@@ -314,7 +380,17 @@ class Experiment(_Closed):
     points: list[Point] = Field(
         min_length=1, max_length=MAX_POINTS, description="Sweep points, e.g. concurrency 1, 2, 4, 8, 16."
     )
-    repeats: int = Field(default=2, ge=1, le=MAX_REPEATS, description="Launches per arm, interleaved ABBA.")
+    repeats: int = Field(
+        default=DEFAULT_REPEATS,
+        ge=1,
+        le=MAX_REPEATS,
+        description="The fixed design: launches per arm, interleaved ABBA. Setting it without a "
+        "`design` keeps the fixed design (files written before the sequential default mean what they said).",
+    )
+    design: Design | None = Field(
+        default=None,
+        description="How launches are spent; default: sequential, or fixed when `repeats` is set.",
+    )
     bars: list[Bar] = Field(
         min_length=1, max_length=MAX_ITEMS, description="The bars that decide the verdict."
     )
@@ -358,6 +434,31 @@ class Experiment(_Closed):
             serverless = [repr(kind) for kind in instrument_registry.kinds() if not _needs_server(kind)]
             raise ValueError(f"with no server only {' or '.join(serverless)} instruments can measure")
         return self
+
+    @model_validator(mode="after")
+    def _repeats_belong_to_the_fixed_design(self) -> Experiment:
+        if (
+            self.design is not None
+            and self.design.kind == "sequential"
+            and "repeats" in self.model_fields_set
+        ):
+            raise ValueError(
+                "repeats is the fixed design's launches per arm; the sequential design stops on its "
+                "own (design.cap bounds it): remove repeats or set design.kind: fixed"
+            )
+        return self
+
+    @property
+    def chosen_design(self) -> Design:
+        """The design this experiment runs: the one it names; else fixed when it sets ``repeats``
+        (as every file did before the sequential default), else sequential."""
+        if self.design is not None:
+            return self.design
+        return Design(kind="fixed" if "repeats" in self.model_fields_set else "sequential")
+
+    @property
+    def sequential(self) -> bool:
+        return self.chosen_design.kind == "sequential"
 
     @property
     def default_instrument(self) -> Instrument:

@@ -59,6 +59,7 @@ class MeasureContext:
     params: tuple[tuple[str, str], ...] = ()  # a study arm's parameters, for command templates
     # The client's concurrency when the point is not one (a launch-flag sweep's points are flag values).
     concurrency: int | None = None
+    sample: int = 0  # which measurement of this point inside this launch (instrument.samples_per_launch)
 
     @property
     def client_concurrency(self) -> int:
@@ -66,7 +67,9 @@ class MeasureContext:
 
     @property
     def stem(self) -> str:
-        return f"{self.arm}-p{self.point}-r{self.repeat}"
+        # The first sample keeps the name every run had before samples_per_launch existed.
+        suffix = f"-s{self.sample}" if self.sample else ""
+        return f"{self.arm}-p{self.point}-r{self.repeat}{suffix}"
 
 
 @dataclass

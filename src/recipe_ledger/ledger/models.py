@@ -83,6 +83,28 @@ class BarVerdict(Strict):
     control: float | None = None
     value: float | None = None
     reason: str = ""
+    # v3, the sequential design: the bar's own launches (both arms) and looks, how it stopped, in words.
+    launches: int | None = None
+    looks: int | None = None
+    stopped: Literal["decided", "cap", "refused"] | None = None
+    decision: str | None = None  # "decided after 6 launches: win"
+
+
+class DesignRecord(Strict):
+    """How a run spent its launches (v3): the design, its error rate and cap, and why it stopped."""
+
+    kind: Literal["sequential", "fixed"]
+    method: str
+    alpha: float | None = None  # sequential: false calls over the whole sequence
+    cap: int | None = None  # sequential: launches per arm at most
+    cap_source: str = ""  # where the cap came from, for people
+    pairs_per_look: int | None = None
+    looks: int | None = None
+    launches: int  # the measurement's launches, both arms (an inline calibration's apart)
+    stopped: Literal["decided", "cap", "refused", "planned"]  # fixed: the planned repeats ran
+    summary: str  # "decided after 6 launches: win"
+    launch_seconds: float | None = None  # median wall seconds of one launch (boot to teardown)
+    resumed: int = 0  # times the run was resumed (`ledger run --resume`)
 
 
 class ExperimentRecord(Strict):
@@ -108,11 +130,12 @@ class ExperimentRecord(Strict):
     # Cross-engine experiments only: the one client that measured both arms of each bar
     # ("metric@point" -> "vllm bench serve 0.32.0 (instrument bench)").
     clients: dict[str, str] | None = None
+    design: DesignRecord | None = None  # v3
 
 
 class ResultPayload(Payload):
     kind: ClassVar[str] = "result"
-    schema_version: Literal[2] = 2
+    schema_version: Literal[3] = 3
     subject: str = Field(min_length=1)  # what was measured: a lane, an experiment, an arm
     text: str = ""
     metrics: dict[str, float] = Field(default_factory=dict)
@@ -430,6 +453,13 @@ def validate_payload(kind: str, data: dict[str, Any] | Payload, *, where: str = 
 def _result_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
     """v2 added the optional `experiment` record and `mlflow` ids; v1 results have neither."""
     return {**data, "schema_version": 2}
+
+
+@register_upgrade("result", 2)
+def _result_2_to_3(data: dict[str, Any]) -> dict[str, Any]:
+    """v3 added the run's `design` and each bar's launches, looks and stop; a v2 result ran the
+    fixed design and has none of them."""
+    return {**data, "schema_version": 3}
 
 
 @register_upgrade("calibration", 1)

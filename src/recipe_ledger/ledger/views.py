@@ -230,10 +230,25 @@ def _result_outline(payload: dict[str, Any]) -> list[tuple[str, str]]:
     return [
         ("subject", _one(payload.get("subject"))),
         ("verdict", _one(payload.get("verdict"))),
+        ("design", design_text(experiment)),
         ("what", _one(payload.get("text"))),
         ("experiment", ran),
         ("metrics", f"{len(payload.get('metrics') or {})} medians kept (all of them: --json)"),
     ]
+
+
+def design_text(experiment: dict[str, Any]) -> str:
+    """How a run spent its launches, in words: "rl-sequential/1: decided after 6 launches: win
+    (cap 24 per arm, 3 looks)"; "" for results recorded before the design was (the fixed one)."""
+    design = experiment.get("design") if isinstance(experiment, dict) else None
+    if not isinstance(design, dict):
+        return ""
+    said = f"{design.get('method', '?')}: {_one(design.get('summary'))}"
+    if design.get("kind") == "sequential":
+        looks = design.get("looks")
+        said += f" (cap {design.get('cap')} per arm, {looks} look{'' if looks == 1 else 's'}"
+        said += f", resumed {design['resumed']}x)" if design.get("resumed") else ")"
+    return said
 
 
 def _calibration_outline(payload: dict[str, Any]) -> list[tuple[str, str]]:
@@ -302,16 +317,19 @@ VERDICT_HEADERS = (
     "control",
     "arm value",
     "effect",
-    "95% CI",
+    "interval",
     "MDE",
     "bar",
+    "launches",
     "outcome",
 )
 
 
 def verdict_rows(entry: dict[str, Any]) -> list[list[str]]:
     """One row per bar of a result's verdict: values with their units, effects as signed
-    percentages (``VERDICT_HEADERS``); empty for other kinds or results without bars."""
+    percentages (``VERDICT_HEADERS``); empty for other kinds or results without bars. The interval
+    is the verdict's: 95% under the fixed design, the always-valid call interval of the sequence's
+    last look under the sequential one (docs/verdicts.md)."""
     experiment = (entry.get("payload") or {}).get("experiment") or {}
     return [_bar_row(bar) for bar in experiment.get("bars") or [] if isinstance(bar, dict)]
 
@@ -332,8 +350,17 @@ def _bar_row(bar: dict[str, Any]) -> list[str]:
         ci,
         f"{mde * 100:.1f}%" if isinstance(mde, int | float) else "",
         f"{sign}{abs(min_effect) * 100:g}%" if isinstance(min_effect, int | float) else "",
+        _launches_cell(bar),
         str(bar.get("outcome", "")),
     ]
+
+
+def _launches_cell(bar: dict[str, Any]) -> str:
+    """A sequential bar's launches (both arms) and how it stopped: "6, decided"; "" for fixed runs."""
+    launches = bar.get("launches")
+    if not isinstance(launches, int):
+        return ""
+    return f"{launches}, {bar.get('stopped')}" if bar.get("stopped") else str(launches)
 
 
 def median_table(entry: dict[str, Any]) -> tuple[list[str], list[list[str]]]:

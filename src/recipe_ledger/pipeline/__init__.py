@@ -10,6 +10,8 @@ Modules:
   measure     one launch of one arm (``Launch``): warm up, every point x instrument (each kind's
               registered measure), counters, refusals; PointRecord
   run         calibrate, measure ABBA, decide, record a ``result``; the RunContext stages share
+  sequence    the sequential design: launch pairs, look after each, stop when every bar is decided;
+              runs/<id>/sequence.json, --resume, --plan's expected launches and box-hours
   failures    recording_failure: stop every server, write the ``failure`` entry, raise a typed error
   steps       StepClock: wall seconds per step of a run (runs/<id>/timings.json), not evidence
   events      typed progress events (Planned, PhaseStarted, PointMeasured, Notice) for one callback

@@ -110,7 +110,12 @@ def record_failure(ctx: RunContext, error: BaseException, where: str) -> dict:
         "cause": redact_text(f"{where}: {describe(error)}")[:2000],
         "log_tail": redact_text(tail)[-3900:] or None,
         "minutes_lost": round((time.monotonic() - ctx.started) / 60, 2),
-        "conditions": {"box": ctx.plan.box.id, "run_id": ctx.run_id, "stage": where},
+        "conditions": {
+            "box": ctx.plan.box.id,
+            "run_id": ctx.run_id,
+            "stage": where,
+            **(ctx.progress() if ctx.progress else {}),
+        },
         "origin": {"how": "measured", "source": ctx.run_id},
         "artifacts": runs.artifact_hashes(ctx.run_dir),
     }

@@ -47,10 +47,11 @@ class PointRecord:
     # Why this point holds no usable number: the engine rejected the launch value at boot, the cache
     # flattered it, the replay's own validity signals failed. Verdicts never read a refused point.
     refused: str = ""
+    sample: int = 0  # which measurement of the point inside this launch (instrument.samples_per_launch)
 
     def to_json(self) -> str:
         fields = asdict(self)
-        for optional in ("facts", "refused"):
+        for optional in ("facts", "refused", "sample"):
             if not fields[optional]:
                 del fields[optional]  # records without them read as they always have
         return json.dumps(fields, sort_keys=True)
@@ -159,7 +160,8 @@ def sweep(
             warm_up(server.base_url, launch.arm.served_model, experiment.server.warmup_requests)
     for point in experiment.points if points is None else points:
         for instrument in experiment.instruments:
-            records.append(measure_one(launch, instrument, point, server))
+            for sample in range(instrument.samples_per_launch):
+                records.append(measure_one(launch, instrument, point, server, sample))
         launch.events(PointMeasured(launch.arm.name, launch.repeat, point))
     return records
 
@@ -172,11 +174,17 @@ def raw_dir(plan: RunPlan, instrument: Instrument, run_dir: Path) -> Path:
     return paths.contained(run_dir, runs.RAW)
 
 
+# A later sample of a point inside one launch draws another workload: the same prompts again would
+# measure the engine's caches as well as the engine (the prefix cache is emptied, others may not be).
+SAMPLE_SEED_STEP = 100_000
+
+
 def measure_one(
-    launch: Launch, instrument: Instrument, point: int, server: RunningServer | None
+    launch: Launch, instrument: Instrument, point: int, server: RunningServer | None, sample: int = 0
 ) -> PointRecord:
     """One point through one instrument, between two reads of the server's counters; a point the
-    instrument or the counters say is not the intended workload comes back refused, with why."""
+    instrument or the counters say is not the intended workload comes back refused, with why.
+    ``sample`` counts the measurements of this point inside this launch (its raw files say -s<N>)."""
     plan, arm, repeat, clock = launch.plan, launch.arm, launch.repeat, launch.clock
     base_url = server.base_url if server is not None else None
     if server is not None:
@@ -190,20 +198,29 @@ def measure_one(
         arm=f"{launch.tag}{arm.name}",
         point=point,
         repeat=repeat,
-        seed=plan.seed(point, repeat),
+        seed=plan.seed(point, repeat) + SAMPLE_SEED_STEP * sample,
         out_dir=raw_dir(plan, instrument, launch.run_dir),
         base_url=base_url,
         model_name=arm.served_model,
         tokenizer=arm.model_dir,
         params=tuple(sorted(arm.params.items())),
         concurrency=sweep_flags.concurrency if sweep_flags else None,
+        sample=sample,
     )
     try:
         with clock.step("client"):
             m = measure_point(launch, instrument, ctx)
     except InvalidPoint as invalid:
         return PointRecord(
-            arm.name, repeat, point, instrument.name, "", ctx.seed, {}, refused=f"invalid: {invalid}"
+            arm.name,
+            repeat,
+            point,
+            instrument.name,
+            "",
+            ctx.seed,
+            {},
+            refused=f"invalid: {invalid}",
+            sample=sample,
         )
     with clock.step("counter scrapes"):
         after = server_metrics.scrape(base_url) if base_url else None
@@ -223,6 +240,7 @@ def measure_one(
         round(m.wall_s, 3),
         dict(m.facts),
         refused or "",
+        sample,
     )
 
 

@@ -13,7 +13,7 @@ import json
 import secrets
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -24,7 +24,7 @@ from recipe_ledger import verdict as verdicts
 from recipe_ledger.experiment.engines import clients_by_bar
 from recipe_ledger.experiment.spec import Bar as SpecBar
 from recipe_ledger.instruments.base import sha256_file
-from recipe_ledger.ledger.models import ArmRecord, BarVerdict, ExperimentRecord, current_version
+from recipe_ledger.ledger.models import ArmRecord, BarVerdict, DesignRecord, ExperimentRecord, current_version
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.pipeline.events import Events, Notice, PhaseStarted, print_notices
 from recipe_ledger.pipeline.measure import Launch, PointRecord, measure_launch
@@ -111,16 +111,30 @@ def to_verdict_calibration(entry: dict | None) -> verdicts.Calibration | None:
 
 
 def samples(records: list[PointRecord], arm: str, instrument: str, metric: str, point: int) -> list[float]:
-    """One number per repeat (a launch) for this arm, point and metric; refused points have none."""
+    """One number per launch for this arm, point and metric (refused points have none): the
+    geometric mean of the launch's samples when the instrument measures a point several times
+    inside one launch, so those never pass for launches."""
+    by_launch = launch_samples(records, arm, instrument, metric, point)
     return [
-        r.metrics[metric]
-        for r in records
-        if r.arm == arm
-        and r.instrument == instrument
-        and r.point == point
-        and metric in r.metrics
-        and not r.refused
+        values[0] if len(values) == 1 else statistics.geometric_mean(values) for values in by_launch.values()
     ]
+
+
+def launch_samples(
+    records: list[PointRecord], arm: str, instrument: str, metric: str, point: int
+) -> dict[int, list[float]]:
+    """Repeat (a launch) -> the instrument's samples of this metric at this point in that launch."""
+    by_launch: dict[int, list[float]] = {}
+    for r in records:
+        if (
+            r.arm == arm
+            and r.instrument == instrument
+            and r.point == point
+            and metric in r.metrics
+            and not r.refused
+        ):
+            by_launch.setdefault(r.repeat, []).append(r.metrics[metric])
+    return by_launch
 
 
 def refusals(records: list[PointRecord], arms: tuple[str, ...], instrument: str, point: int) -> list[str]:
@@ -148,6 +162,10 @@ class RunContext:
     events: Events = print_notices
     started: float = field(default_factory=time.monotonic)
     clock: StepClock = field(default_factory=StepClock)  # where the wall time went, per step
+    # What a failure entry keeps of the run's progress beyond the stage (an interrupted sequence's
+    # launches, looks and resume command): called when the failure is recorded.
+    progress: Callable[[], dict[str, str | int]] | None = None
+    launched: list[str] | None = None  # the sequential design's launches ("arm#repeat"), in order
 
     def launch(self, arm: str, repeat: int, tag: str = "") -> Launch:
         """One fresh launch of ``arm`` in this run: its folder, progress events and step clock."""
@@ -184,12 +202,16 @@ def calibrate_inline(ctx: RunContext) -> tuple[list[PointRecord], int]:
     return records, repeats
 
 
-def record_calibrations(ctx: RunContext, records: list[PointRecord]) -> dict[tuple[str, str], dict]:
-    """One calibration entry per (instrument, metric) that a bar uses."""
+def record_calibrations(
+    ctx: RunContext, records: list[PointRecord], skip: set[tuple[str, str]] | None = None
+) -> dict[tuple[str, str], dict]:
+    """One calibration entry per (instrument, metric) that a bar uses, from the control's launches
+    in ``records`` (an A/A run's, or a sequential run's, whose control launches are A/A launches
+    too); ``skip``: those the run already had a calibration for."""
     out: dict[tuple[str, str], dict] = {}
     for bar in ctx.plan.experiment.bars:
         instrument = ctx.plan.experiment.instrument_of(bar).name
-        if (instrument, bar.metric) in out:
+        if (instrument, bar.metric) in out or (instrument, bar.metric) in (skip or set()):
             continue
         # Typed with int | str keys: calibrate takes either, and a Mapping is invariant in its key type.
         by_point: dict[int | str, list[float]] = {
@@ -438,8 +460,26 @@ def summary_metrics(
     return {k: round(statistics.median(v), 6) for k, v in sorted(groups.items())}
 
 
+def fixed_design_record(plan: RunPlan) -> DesignRecord:
+    """The fixed design in the record's words: its planned launches ran, then it decided once."""
+    launches = len(plan.schedule)
+    return DesignRecord(
+        kind="fixed",
+        method=verdicts.METHOD,
+        launches=launches,
+        stopped="planned",
+        summary=f"fixed design: decided once after its {launches} planned launches "
+        f"({plan.experiment.repeats} per arm)",
+    )
+
+
 def experiment_record(
-    ctx: RunContext, records: list[PointRecord], bars: list[BarVerdict], cals: dict, inline: bool
+    ctx: RunContext,
+    records: list[PointRecord],
+    bars: list[BarVerdict],
+    cals: dict,
+    inline: bool,
+    design: DesignRecord | None = None,
 ) -> ExperimentRecord:
     plan, exp = ctx.plan, ctx.plan.experiment
     arms = {}
@@ -466,8 +506,8 @@ def experiment_record(
         box=plan.box.id,
         run_id=ctx.run_id,
         points=exp.points,
-        repeats=exp.repeats,
-        schedule=[f"{a}#{r}" for a, r in plan.schedule],
+        repeats=exp.repeats if ctx.launched is None else _pairs(ctx.launched),
+        schedule=[f"{a}#{r}" for a, r in plan.schedule] if ctx.launched is None else list(ctx.launched),
         instruments=instruments,
         arms=arms,
         bars=bars,
@@ -477,7 +517,13 @@ def experiment_record(
         host=ctx.host,
         duration_s=round(time.monotonic() - ctx.started, 1),
         clients=clients_by_bar(exp, instruments) if len(exp.engines) > 1 else None,
+        design=design or fixed_design_record(plan),
     )
+
+
+def _pairs(launched: list[str]) -> int:
+    """The most launches any arm had in a sequential run ("arm#repeat" -> the largest repeat)."""
+    return max((int(label.rsplit("#", 1)[1]) for label in launched), default=0)
 
 
 def repo_relative(path: Path, repo: Path) -> str:
@@ -503,13 +549,18 @@ def record_result(
     bars: list[BarVerdict],
     cals: dict[tuple[str, str], dict],
     inline: bool,
+    design: DesignRecord | None = None,
+    refs: list[tuple[str, str]] | None = None,
 ) -> dict:
-    record = experiment_record(ctx, records, bars, cals, inline)
+    """The result entry (and summary.json): verdicts, medians, conditions, the design and how it
+    stopped; ``refs`` adds relations (a resumed run names the failure entries of its earlier tries)."""
+    record = experiment_record(ctx, records, bars, cals, inline, design)
     runs.write_json(ctx.run_dir / runs.SUMMARY, record.model_dump(mode="json"))
     payload = {
         "schema_version": current_version("result"),
         "subject": ctx.plan.experiment.name,
-        "text": headline(bars),
+        "text": headline(bars)
+        + (f"; {record.design.summary}" if record.design and ctx.launched is not None else ""),
         "metrics": summary_metrics(
             records, extra_summary_metrics(ctx.plan), per_instrument=several_instruments(ctx.plan)
         ),
@@ -525,8 +576,8 @@ def record_result(
         "artifacts": runs.artifact_hashes(ctx.run_dir),
         "scripts": scripts_named(ctx),
     }
-    refs = [("evidence", e["id"]) for e in list(cals.values())[1:]]
-    return ctx.ledger.append("result", payload, writer=ctx.writer, refs=refs, git=ctx.git)
+    related = [("evidence", e["id"]) for e in list(cals.values())[1:]] + list(refs or [])
+    return ctx.ledger.append("result", payload, writer=ctx.writer, refs=related, git=ctx.git)
 
 
 def scripts_named(ctx: RunContext) -> list[str]:
@@ -537,6 +588,15 @@ def scripts_named(ctx: RunContext) -> list[str]:
             if part.startswith("scripts/") and (ctx.repo / part).is_file():
                 named.add(part)
     return sorted(named)
+
+
+def _design_words(design: DesignRecord | None, *, sequential: bool) -> str:
+    """The result text's tail under the sequential design: "; decided after 6 launches"."""
+    if design is None or not sequential:
+        return ""
+    if design.stopped == "decided":
+        return f"; decided after {design.launches} launches"
+    return f"; {design.summary}"
 
 
 def _overall(bars: list[BarVerdict]) -> str:

@@ -12,14 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipe_ledger import runs
-from recipe_ledger.errors import LedgerError
+from recipe_ledger.errors import InputError, LedgerError
 from recipe_ledger.experiment.spec import load_experiment
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.ledger.views import allowed_dirty_text
 from recipe_ledger.pipeline import run as runner
+from recipe_ledger.pipeline import sequence
 from recipe_ledger.pipeline.clean_tree import require_clean_tree
 from recipe_ledger.pipeline.events import Events, Notice, Planned, print_notices
 from recipe_ledger.pipeline.failures import recording_failure, recording_setup_failure
+from recipe_ledger.pipeline.measure import PointRecord
 from recipe_ledger.pipeline.plan import ReleaseLookup, RunPlan, plan_run
 from recipe_ledger.pipeline.power import power_lines, power_plans
 from recipe_ledger.pipeline.preflight import preflight
@@ -44,9 +46,16 @@ def plan_experiment(spec_path: Path, repo: Path, release_lookup: ReleaseLookup |
 
 
 def power_report(plan: RunPlan, repo: Path, host: dict[str, str] | None = None) -> list[str]:
-    """Each bar's MDE with the planned repeats, from the ledger's matching calibration: said before
-    any launch, so a bar the experiment cannot reach is known while it is still cheap to change."""
-    return power_lines(power_plans(plan, _calibration_lookup(plan, repo, host)))
+    """What each bar can see, said before any launch, so a bar the experiment cannot reach is known
+    while it is still cheap to change: under the sequential design the expected launches and
+    box-hours to a decision and whether the cap reaches the bar; under the fixed design each bar's
+    MDE with the planned repeats. Both from the ledger's matching calibration."""
+    lookup = _calibration_lookup(plan, repo, host)
+    if plan.experiment.sequential:
+        ledger = _existing_ledger(repo)
+        entries = ledger.entries() if ledger is not None else []
+        return sequence.plan_lines(plan, lookup, sequence.recorded_launch_seconds(entries, plan.box.id))
+    return power_lines(power_plans(plan, lookup))
 
 
 def calibration_needs(
@@ -100,6 +109,8 @@ def run_experiment(
     RunInterrupted (exit 130), each after writing its failure entry; a dirty tree is refused
     (StateError) before anything is written."""
     ctx = _started(spec_path, repo, writer, options, release_lookup, events)
+    if ctx.plan.experiment.sequential:
+        return _run_sequential(ctx, None, [], [])
     with recording_failure(ctx, "calibration") as tracker:
         cals, inline = runner.calibrations(ctx)
         if inline:  # the noise is known only now: say what the bars can see before measuring
@@ -116,6 +127,91 @@ def run_experiment(
     return runner.RunOutcome(
         ctx.run_id, ctx.run_dir, entry, verdict_list, bars, records, [e["id"] for e in cals.values()], inline
     )
+
+
+def _run_sequential(
+    ctx: runner.RunContext,
+    saved: sequence.SequenceRun | None,
+    records: list[PointRecord],
+    refs: list[tuple[str, str]],
+) -> runner.RunOutcome:
+    """The sequential design: reuse a same-box calibration where the ledger has one (never launch
+    one first: the sequence carries its own evidence about noise), launch pairs and look after each
+    until every bar is decided, record the result and, where none matched, the control's launches
+    as this box's calibration for the next run."""
+    exp = ctx.plan.experiment
+    with recording_failure(ctx, "calibration lookup") as tracker:
+        if saved is None:
+            with ctx.clock.step("calibration lookup"):
+                cals, _ = runner.existing_calibrations(ctx)
+            launch_seconds = sequence.recorded_launch_seconds(ctx.ledger.entries(), ctx.plan.box.id)
+            design, cap_source = sequence.design_for(exp, launch_seconds)
+            saved = sequence.start_run(ctx, cals, design, cap_source)
+            sequence.write_state(ctx.run_dir, saved)
+        else:
+            cals = sequence.lent_calibrations(ctx.ledger, saved)
+        run = saved
+        ctx.progress = lambda: sequence.partial_conditions(run)
+        ctx.launched = run.launched  # the same list: the record reads what was launched
+        for line in sequence.start_lines(run, cals):
+            ctx.events(Notice(line))
+        tracker.stage = "measurement"
+        records = sequence.run_sequence(ctx, run, records)
+        tracker.stage = "verdict"
+        with ctx.clock.step("verdict"):
+            bars = sequence.bar_verdicts(ctx.plan, run)
+        with ctx.clock.step("records"):
+            entry = runner.record_result(ctx, records, bars, cals, False, sequence.design_record(run), refs)
+            learned = runner.record_calibrations(ctx, records, skip=set(cals))
+        runner.write_timings(ctx)
+    ids = [e["id"] for e in cals.values()] + [e["id"] for e in learned.values()]
+    return runner.RunOutcome(ctx.run_id, ctx.run_dir, entry, [], bars, records, ids, False)
+
+
+def resume_experiment(
+    run_id: str,
+    repo: Path,
+    *,
+    writer: str,
+    options: RunOptions = RunOptions(),
+    release_lookup: ReleaseLookup | None = None,
+    events: Events = print_notices,
+) -> runner.RunOutcome:
+    """`ledger run --resume RUN`: the interrupted sequence continued from its last kept launch, on the
+    same commit, spec, box and host, or refused (InputError, exit 2) naming what differs."""
+    run_dir = runs.run_dir(repo, run_id)
+    if not run_dir.is_dir():
+        raise InputError(
+            f"no run folder {run_id!r} under runs/", where=str(runs.runs_dir(repo)), hint="ls runs/"
+        )
+    saved = sequence.read_state(run_dir)
+    ledger = Ledger.open(repo)
+    done = sequence.result_of(ledger.entries(), run_id)
+    if done is not None:
+        raise InputError(
+            f"run {run_id} is finished: result entry {done['id'][:12]}",
+            hint=f"ledger show {done['id'][:12]}",
+        )
+    spec_path = repo / saved.spec
+    if not spec_path.is_file():
+        raise InputError(
+            f"cannot resume {run_id}: its experiment file {saved.spec} is gone", hint="git status"
+        )
+    git = require_clean_tree(repo, [spec_path], allow_dirty=options.allow_dirty)
+    host = host_fingerprint()
+    differences = sequence.resume_differences(saved, spec_path, git, host)
+    if differences:
+        raise InputError(
+            f"cannot resume {run_id}: {'; '.join(differences)}",
+            where=str(run_dir / runs.SEQUENCE),
+            hint=f"ledger run {saved.spec} starts a new sequence",
+        )
+    ctx = _started(spec_path, repo, writer, options, release_lookup, events, resume=(run_id, run_dir))
+    records = sequence.kept_records(run_dir, saved)
+    saved.resumed += 1
+    ctx.events(Notice(f"resuming {run_id}: {len(saved.launched)} launches and {saved.looks} looks kept"))
+    refs = [("see", e["id"]) for e in sequence.failures_of(ledger.entries(), run_id)]
+    return _run_sequential(ctx, saved, records, refs)
 
 
 def calibrate_experiment(
@@ -145,12 +241,14 @@ def _started(
     options: RunOptions,
     release_lookup: ReleaseLookup | None,
     events: Events,
+    resume: tuple[str, Path] | None = None,
 ) -> runner.RunContext:
     """Tree checked, experiment loaded once, planned, preflighted: the context of a run about to
-    launch. The git stamp is taken here, at launch: that is the state the numbers belong to."""
+    launch (``resume``: the id and folder of the run it continues). The git stamp is taken here, at
+    launch: that is the state the numbers belong to."""
     clock = StepClock()
     with clock.step("planning"):
-        return _prepared(spec_path, repo, writer, options, release_lookup, events, clock)
+        return _prepared(spec_path, repo, writer, options, release_lookup, events, clock, resume)
 
 
 def _prepared(
@@ -161,6 +259,7 @@ def _prepared(
     release_lookup: ReleaseLookup | None,
     events: Events,
     clock: StepClock,
+    resume: tuple[str, Path] | None = None,
 ) -> runner.RunContext:
     ledger = Ledger.open(repo)
     git = require_clean_tree(repo, [spec_path], allow_dirty=options.allow_dirty)
@@ -181,4 +280,7 @@ def _prepared(
         )
     for notice in report.notices:
         events(Notice(f"notice: {notice}"))
+    if resume is not None:
+        run_id, run_dir = resume
+        return runner.RunContext(plan, ledger, writer, repo, run_id, run_dir, git, host, events, clock=clock)
     return runner.start_context(plan, ledger, writer, repo, runs.runs_dir(repo), git, events, host, clock)
