@@ -559,8 +559,7 @@ def record_result(
     payload = {
         "schema_version": current_version("result"),
         "subject": ctx.plan.experiment.name,
-        "text": headline(bars)
-        + (f"; {record.design.summary}" if record.design and ctx.launched is not None else ""),
+        "text": headline(bars) + _design_words(record.design, sequential=ctx.launched is not None),
         "metrics": summary_metrics(
             records, extra_summary_metrics(ctx.plan), per_instrument=several_instruments(ctx.plan)
         ),
