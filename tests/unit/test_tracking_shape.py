@@ -274,6 +274,28 @@ def test_a_result_maps_to_one_parent_with_verdict_tags_and_pinned_params(ledger,
     assert spec.end_ms - spec.start_ms == 2000  # the run's duration, ending when the entry was written
 
 
+def test_a_sequential_result_says_how_it_was_decided_in_words_and_numbers(ledger, tmp_path):
+    payload = result_payload()
+    record = payload["experiment"]
+    record["design"] = {
+        "kind": "sequential",
+        "method": "rl-sequential/1",
+        "alpha": 0.01,
+        "cap": 24,
+        "looks": 2,
+        "launches": 6,
+        "stopped": "decided",
+        "summary": "decided after 6 launches: win",
+    }
+    record["bars"][0].update(launches=6, looks=2, stopped="decided", decision="decided after 6 launches: win")
+    spec = entry_spec(ledger.append("result", payload, writer="box-a", git=GIT), tmp_path / "runs")
+    assert spec.tags["ledger.design"] == "rl-sequential/1: decided after 6 launches: win"
+    assert spec.tags["verdict.fast.output_tps_total.c4.decision"] == "decided after 6 launches: win"
+    assert spec.metrics["design.launches"] == 6 and spec.metrics["design.looks"] == 2
+    plain = entry_spec(add_result(ledger, "wiring-20261128T000000Z-0002"), tmp_path / "runs")
+    assert "ledger.design" not in plain.tags and "design.launches" not in plain.metrics
+
+
 def test_without_its_run_folder_a_result_still_gets_params_and_metrics(ledger, tmp_path):
     spec = entry_spec(add_result(ledger), tmp_path / "runs")
     assert spec.run_dir is None and spec.children == () and spec.files == ()

@@ -131,7 +131,27 @@ def bar_tags(bars: Iterable[Mapping[str, Any]]) -> dict[str, str]:
         tags[bar_key(bar)] = bar["outcome"]
         if bar.get("reason"):
             tags[bar_key(bar) + ".reason"] = bar["reason"]
+        if bar.get("decision"):  # the sequential design's words: "decided after 6 launches: win"
+            tags[bar_key(bar) + ".decision"] = bar["decision"]
     return tags
+
+
+def design_tags(record: Mapping[str, Any]) -> dict[str, str]:
+    """``ledger.design`` = how the run spent its launches, in words ("rl-sequential/1: decided after 6
+    launches: win"), and ``ledger.design.method``; none for results recorded before designs were."""
+    design = record.get("design")
+    if not isinstance(design, Mapping):
+        return {}
+    method = str(design.get("method", ""))
+    return {"ledger.design": f"{method}: {design.get('summary', '')}", "ledger.design.method": method}
+
+
+def design_metrics(record: Mapping[str, Any]) -> dict[str, float]:
+    """``design.launches`` and ``design.looks``: what the decision cost."""
+    design = record.get("design")
+    if not isinstance(design, Mapping):
+        return {}
+    return numbers({f"design.{name}": design.get(name) for name in ("launches", "looks", "cap")})
 
 
 def bar_metrics(bars: Iterable[Mapping[str, Any]]) -> dict[str, float]:
@@ -195,8 +215,10 @@ def result_spec(entry: Mapping[str, Any], runs_dir: Roots) -> RunSpec:
         tags.update({"ledger.experiment": record["name"], "ledger.run_id": record["run_id"]})
         tags.update({key("host", k): v for k, v in (record.get("host") or {}).items()})
         tags.update(bar_tags(record.get("bars", [])))
+        tags.update(design_tags(record))
         params.update(experiment_params(record))
         metrics.update(bar_metrics(record.get("bars", [])))
+        metrics.update(design_metrics(record))
         metrics.update(numbers({"duration_s": record.get("duration_s")}))
     params.update(script_params(entry))
     name = _result_name(payload)

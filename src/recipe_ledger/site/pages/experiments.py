@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from recipe_ledger import metrics as metric_table
 from recipe_ledger.errors import LedgerError
-from recipe_ledger.ledger.views import dirty_flag
+from recipe_ledger.ledger.views import design_text, dirty_flag
 from recipe_ledger.recipes.flags import LaunchCommand
 from recipe_ledger.site import plots
 from recipe_ledger.site.entries import LedgerIndex, entry_ref, short
@@ -44,6 +44,7 @@ BAR_KEYS = (
     "control",
     "value",
     "reason",
+    "decision",
 )
 
 
@@ -110,6 +111,7 @@ def _experiment_data(
         # Cross-engine experiments: the one client that measured both arms, per bar.
         "clients": sorted((experiment.get("clients") or {}).items()),
         "verdict": p.get("verdict"),
+        "design": design_text(experiment),
         "text": p.get("text", ""),
         "calibration": entry_ref(index, calibration, root) if calibration in index.by_id else None,
         "metrics": [[k, v] for k, v in sorted(p.get("metrics", {}).items())],
