@@ -154,3 +154,21 @@ def test_plan_says_the_design_and_a_cap_too_small_to_decide(repo):
     assert "cap 3 per arm (the experiment's)" in planned
     assert "the cap of 3 launches per arm is below what a decision at the bar needs" in planned
     assert "set the cap to" in planned
+
+
+def test_samples_inside_a_launch_are_kept_apart_from_launch_to_launch_noise(repo):
+    spec = json.loads(sequential_spec(free_port()))
+    spec["instruments"][0]["samples_per_launch"] = 2
+    write_committed(repo, "experiments/twice.yaml", json.dumps(spec))
+    ledger(repo, "run", "experiments/twice.yaml", "--no-mlflow")
+    (entry,) = results(repo)
+    run_dir = repo / "runs" / entry["payload"]["conditions"]["run_id"]
+    assert (run_dir / "raw" / "control-p4-r1.stdout.log").is_file() and (
+        run_dir / "raw" / "control-p4-r1-s1.stdout.log"
+    ).is_file()
+    state = json.loads((run_dir / "sequence.json").read_text())["bars"][0]["state"]
+    assert all(len(launch["samples"]) == 2 for launch in state["launches"])
+    # Each launch counts once (the same launches decide as with one sample), its spread reported apart.
+    assert the_bar(entry)["launches"] == 10
+    noise = state["looks"][-1]["noise"]
+    assert noise["within_launch_sigma"] is not None and noise["within_launch_sigma"] < noise["sigma"]
