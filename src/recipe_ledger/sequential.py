@@ -4,7 +4,7 @@ Pure: numbers in, numbers and models out; no I/O, no clock, and the only randomn
 ``random.Random`` in the simulation and the planner. Not yet wired into ``ledger run``: the run loop
 calls ``start``, then ``add_launch`` per launch and ``look`` whenever ``is_due``, and writes the state
 (``SequenceState``, JSON) into the run folder after every look. docs/verdicts.md ("The sequential
-design") has the method, its references and its guarantees; benchmarks/verdict_sequential.py measures it.
+design") has the method, its references and its guarantees; benchmarks/verdict_power.py measures it.
 
 The data: per (arm, launch, point) the instrument's samples inside that launch (usually one). A launch
 counts once, as the mean of its samples' logarithms, so repeats inside one launch never pass for
@@ -14,11 +14,16 @@ The method, per bar, at a look with ``n = min(n_control, n_candidate)`` pairs (`
 
 1. **Effect and noise.** ``d = mean ln(candidate) - mean ln(control)``; the noise is the pooled
    within-arm standard deviation of the launch values (``n_c + n_t - 2`` degrees of freedom): the
-   sequence carries its own evidence about noise. A same-box calibration lends its degrees of freedom
-   only when its pooled estimate is the larger one, so it can steady the noise, never shrink it.
+   sequence carries its own evidence about noise. A same-box calibration lends its degrees of freedom:
+   the noise is then the larger of the sequence's own estimate and the one pooled with the
+   calibration, on both their degrees of freedom, so it steadies the noise and never shrinks it below
+   what the sequence itself shows.
 2. **Calls** (win, regression): a two-sided t-test at each look at level ``alpha / K`` (``K`` scheduled
-   looks): the union bound makes ``P(any false call) <= alpha`` exactly, for unknown variance, under any
+   looks): the union bound makes ``P(any false call) <= alpha`` for unknown variance, under any
    stopping rule (Bonferroni error spending; Jennison & Turnbull 2000, ch. 7; Lan & DeMets 1983).
+   With a calibration at the sequence's noise (or noisier) a look calls only where the exact pooled
+   t-test at ``alpha / K`` would (its sigma is at least the pooled one), so the bound stands; a
+   calibration from a quieter day is outside it (benchmarks/README.md measures one at half the noise).
 3. **No change**: two one-sided t-tests (TOST, Schuirmann 1987) against ``+-bar`` with the one-sided
    nominal levels of a Lan-DeMets spending ``alpha_eq * (k / K) ** rho``, the boundaries computed
    exactly for the correlated looks (Armitage, McPherson & Rowe 1969) and applied to t at the look's
@@ -29,9 +34,12 @@ The method, per bar, at a look with ``n = min(n_control, n_candidate)`` pairs (`
    reach), the instrument is not loose and at least ``MIN_CALL_DF`` (4) degrees of freedom stand
    behind the noise; else, at the cap, inconclusive with what would decide.
 5. **Loose**: a look whose noise may be at least ``loose_noise_share`` (1.0) x the bar (its 95% upper
-   bound reaches it) carries no win or regression: even the largest cap (``MAX_CAP`` launches per arm)
-   finds an effect at the bar with 80% power only up to about 1.05 x the bar (``plan`` says so before
-   any launch). No-change stays open to it: its error is bounded by ``equivalence_alpha`` anyway.
+   bound reaches it), or at least twice that (its ``1 - HIGH_NOISE_ERROR / K`` upper bound reaches it),
+   carries no win or regression: even the largest cap (``MAX_CAP`` launches per arm) finds an effect
+   at the bar with 80% power only up to about 1.03 x the bar (``plan`` says so before any launch), and
+   at a noise of twice the bar or more a sequence carries any call at most ``HIGH_NOISE_ERROR`` (0.1%)
+   of the time (the union bound over its looks). No-change stays open to it: its error is bounded by
+   ``equivalence_alpha`` anyway.
 """
 
 from __future__ import annotations
@@ -54,31 +62,51 @@ Method = Literal["rl-sequential/1"]
 METHOD: Method = "rl-sequential/1"
 DEFAULT_ALPHA = 0.01  # false calls over the whole sequence, both sides together
 # No-change at an effect at the bar is called at most about this often: a power cost, not a false call.
-# At 0.6x noise and a cap of 20: power at the bar 84%, an A/A sequence stops after 11.9 launches;
-# 0.10: 87% but 13.7 launches; 0.20: 79-80%, at the goal's edge.
+# At 0.6x noise and a cap of 20 (calibrations of 0/3/6 launches): power at the bar 82-85%, an A/A
+# sequence stops after 11.8-12.5 launches; 0.10: 85-88% but 13.7-14.3 launches; 0.20: 79-81%, at the
+# goal's edge.
 DEFAULT_EQUIVALENCE_ALPHA = 0.15
-DEFAULT_SPENDING_RHO = 0.5  # front-loaded: an A/A sequence on a tight instrument stops in 2-3 pairs
-# Launches per arm. 24 rather than 20: at 0.6x noise 20 left the power at the bar at 79-84%, at the
-# goal's edge; 24 gives 84-89% for half a launch more per decided verdict (benchmarks/README.md).
+# Front-loaded: an A/A sequence on a tight instrument stops in 2-3 pairs (4.0 launches on average at
+# 0.1x noise, 4.6 at 0.2x; a linear spending, rho 1, takes 4.7 and 5.8).
+DEFAULT_SPENDING_RHO = 0.5
+# Launches per arm. 24 rather than 20: at 0.6x noise 20 left the power at the bar at 82-85%, near the
+# goal's edge; 24 gives 86-88% for 0.4-0.5 launches more per decided verdict (2,000 simulated
+# sequences per effect and calibration; the cap of 24 is benchmarks/README.md's table).
 DEFAULT_CAP = 24
 MIN_PAIRS = 2  # the fewest launches per arm whose spread shows launch-to-launch noise
 MAX_CAP = 50  # launches per arm; the loose rule is derived from it
 # Noise (launch to launch, relative) at or above this share of the bar carries no win or regression.
 # Derivation: with MAX_CAP launches per arm the design finds an effect at the bar 80% of the time
-# only while sigma <= about 1.05 bar (simulated: 84% at 1.0, 79% at 1.08, 61% at 1.25); 1.0 rounds
-# it down. tests/unit/test_sequential.py checks it; the seed's replay (~17% against 5%) is far beyond.
+# only while sigma <= about 1.03 bar (simulated, the loose rule off, 2,000 sequences each: 82% at
+# 1.0, 76% at 1.08, 60% at 1.25); 1.0 rounds it down. tests/unit/test_sequential.py checks it; the
+# seed's replay (~17% against 5%) is far beyond.
 LOOSE_NOISE_SHARE = 1.0
-# A call needs this much confidence that the noise is under the loose share of the bar. 95% and not
-# the verdict's 80%: with the point estimate 0.5% of 10%-noise sequences called a (true) 10% gain a
-# win early, on a lucky-tight spread; 80% left 0.45%, 90% 0.3%, 95% 0.15% (with MIN_CALL_DF below:
-# under 0.1%), and the power at 0.6x noise stays 85% (calls there come after 7+ pairs, where the
-# bound is within 1.5x of the estimate).
+# A call needs this much confidence that the noise is under the loose share of the bar: the 95% upper
+# bound, not the estimate, so a lucky-tight spread does not make a loose instrument tight (the point
+# estimate let 0.5% of 10%-noise sequences win, on the rules before HIGH_NOISE_* below). With the
+# high-noise rule in place 90% would save 0.2 launches per decided verdict at 0.6x noise and 99% cost
+# 1.1-1.2 (18.3-18.7, past the goal of 18), at the same handful of wins at 2x (1-2 in 6,000).
 LOOSE_CONFIDENCE = 0.95
+# A call also needs the noise under HIGH_NOISE_MULTIPLE x the loose share with confidence
+# 1 - HIGH_NOISE_ERROR / K at each of the K looks: at a true noise of twice the bar a look passes it
+# with probability at most HIGH_NOISE_ERROR / K, so by the union bound a sequence there carries any
+# win or regression at most 0.1% of the time, whatever the effect. It is what the 95% bound cannot do
+# on few degrees of freedom: a 10%-noise sequence whose 3 launches per arm happen to show 2% passes
+# that bound for a 5% bar; this one asks for 0.7% (0.14x the bar) at 4 degrees of freedom, 0.29x at
+# 6, 0.43x at 8, 0.64x at 12 and nothing beyond the 95% bound from 14 on. Measured (2,000 sequences
+# per effect, effects of half, one and two bars): wins at 10% noise 1-2 in 6,000 (4-6 without it);
+# 0.05% halves them but the 90th percentile at two bars, 0.2x noise and no calibration goes 8 -> 10
+# launches and 0.6x noise takes 17.7; 0.2% doubles them (1.4e-4 against 4-6e-5 per sequence in
+# 90,000). The price is at 0.2x noise without a calibration: two bars take 8 launches instead of 6 (a
+# 1% instrument cannot call on 3 launches per arm, which look as a lucky 10% one's do).
+HIGH_NOISE_MULTIPLE = 2.0
+HIGH_NOISE_ERROR = 0.001
 # A call needs at least this many degrees of freedom behind its noise. With 2 (two launches per arm,
 # no calibration) the t critical value is about 48: only a spread that happens to be 20-30x under the
-# truth gets there, so such calls were all luck (0.1-0.2% of 10%-noise sequences won at the bar) and
-# no true effect up to 2 bars is ever called there on a tight instrument. A calibration pooled in
-# lends its degrees of freedom, so a calibrated sequence can still call after two pairs.
+# truth gets there, so such calls were all luck (0.1-0.2% of 10%-noise sequences won at the bar,
+# before the high-noise rule, whose bound at 2 degrees of freedom is 150x the estimate and now blocks
+# them too: the floor states it outright). A calibration pooled in lends its degrees of freedom, so a
+# calibrated sequence can still call after two pairs.
 MIN_CALL_DF = 4
 PLANNING_POWER = 0.8
 _GRID_POINTS = 121  # Simpson nodes per look in the boundary recursion (boundaries agree to 1e-4)
@@ -417,15 +445,14 @@ def _sum_of_squares(values: Sequence[float]) -> float:
 
 
 def _noise(summary: _Summary, calibration: CalibrationNoise | None) -> LookNoise:
-    """The sequence's own noise; a calibration lends its df only when pooling does not shrink sigma."""
+    """The sequence's own noise; a calibration lends its df, and sigma never falls below the sequence's."""
     df = summary.n_control + summary.n_candidate - 2
     own = math.sqrt(summary.sequence_ss / df)
     source: Literal["sequence", "sequence+calibration"] = "sequence"
     sigma, used_df = own, df
     if calibration is not None and calibration.df > 0:
         pooled = math.sqrt((summary.sequence_ss + calibration.sum_of_squares) / (df + calibration.df))
-        if pooled >= own:
-            sigma, used_df, source = pooled, df + calibration.df, "sequence+calibration"
+        sigma, used_df, source = max(own, pooled), df + calibration.df, "sequence+calibration"
     within = math.sqrt(summary.within_ss / summary.within_df) if summary.within_df else None
     between = None
     if within is not None:
@@ -476,15 +503,26 @@ def _judge(
 
 
 def _loose(noise: LookNoise, design: Design, bar: Bar) -> bool:
-    """Whether the noise may be at least the loose share of the bar (its 95% upper bound reaches it).
+    """Whether the look cannot rule out a loose instrument: its noise may be the loose share of the bar
+    (the 95% upper bound reaches it), or twice that (the ``1 - HIGH_NOISE_ERROR / K`` bound reaches it).
 
-    The upper bound, not the estimate: three launches that happen to agree on a 10% instrument must
-    not make it tight for a 5% bar (a point estimate let 0.5% of such sequences call a win).
+    Upper bounds, not the estimate: three launches that happen to agree on a 10% instrument must not
+    make it tight for a 5% bar. The second bound is what keeps a sequence at 2x the bar from any call
+    (at most ``HIGH_NOISE_ERROR`` over the whole sequence, by the union bound over its K looks).
     """
     if noise.sigma == 0:
         return False
-    upper = sigma_upper_bound(noise.sigma, noise.df, LOOSE_CONFIDENCE)
-    return upper >= design.loose_noise_share * bar.min_effect
+    share = design.loose_noise_share * bar.min_effect
+    if noise.sigma * _upper_factor(noise.df, LOOSE_CONFIDENCE) >= share:
+        return True
+    far = 1.0 - HIGH_NOISE_ERROR / len(design.schedule)
+    return noise.sigma * _upper_factor(noise.df, far) >= HIGH_NOISE_MULTIPLE * share
+
+
+@lru_cache(maxsize=1024)
+def _upper_factor(df: int, confidence: float) -> float:
+    """The factor that turns a sigma estimated on ``df`` degrees of freedom into its upper bound."""
+    return sigma_upper_bound(1.0, df, confidence)
 
 
 def _t_statistic(log_effect: float, standard_error: float) -> float:
@@ -663,29 +701,44 @@ def _look_reason(state: SequenceState, judgement: _Judgement) -> str:
             f"{design.alpha:.0%} over the whole sequence) and the {_bar_text(bar)} bar is within reach"
         )
     if judgement.loose:
-        return (
-            f"{interval}; noise {judgement.noise.sigma * 100:.1f}% is at least "
-            f"{design.loose_noise_share:g}x the {_bar_text(bar)} bar: a loose instrument carries no win "
-            "or regression at it"
-        )
+        return f"{interval}; {_loose_text(judgement.noise, design, bar)}"
     return f"{interval}: neither clear of zero nor inside +-{_bar_text(bar)}"
+
+
+def _loose_by_estimate(noise: LookNoise, design: Design, bar: Bar) -> bool:
+    return noise.sigma >= design.loose_noise_share * bar.min_effect
+
+
+def _loose_text(noise: LookNoise, design: Design, bar: Bar) -> str:
+    share = f"{design.loose_noise_share:g}x the {_bar_text(bar)} bar"
+    if _loose_by_estimate(noise, design, bar):
+        return (
+            f"noise {noise.sigma * 100:.1f}% is at least {share}: a loose instrument carries no win or "
+            "regression at it"
+        )
+    return (
+        f"noise {noise.sigma * 100:.1f}% on {noise.df} degrees of freedom cannot yet be told from a loose "
+        f"instrument's (at least {share}): no win or regression until more launches tell them apart"
+    )
 
 
 def _launches_needed(state: SequenceState, record: Look) -> int | None:
     """Launches per arm at which a new sequence's last look would settle this effect at this noise:
-    its call interval clear of zero, or its no-change interval inside the bar; None past MAX_CAP."""
-    sigma, bar = record.noise.sigma, state.bar
-    if sigma >= state.design.loose_noise_share * bar.min_effect:
+    its call interval clear of zero (on enough degrees of freedom, not loose), or its no-change
+    interval inside the bar; None past MAX_CAP."""
+    noise, bar, design = record.noise, state.bar, state.design
+    if _loose_by_estimate(noise, design, bar):
         return None
     gap_call = abs(math.log1p(record.effect))
     gap_same = min(math.log1p(bar.min_effect), -math.log1p(-bar.min_effect)) - gap_call
     for n in range(MIN_PAIRS, MAX_CAP + 1):
         df = 2 * n - 2 + (state.calibration.df if state.calibration else 0)
-        standard_error = sigma * math.sqrt(2.0 / n)
-        looks = len(_schedule(n, state.design.pairs_per_look))
-        call = t_quantile(1.0 - state.design.alpha / (2.0 * looks), df) * standard_error
-        same = t_quantile(1.0 - state.design.equivalence_alpha, df) * standard_error
-        if call < gap_call or same < gap_same:
+        trial = design.model_copy(update={"cap": n})
+        standard_error = noise.sigma * math.sqrt(2.0 / n)
+        call = t_quantile(1.0 - trial.call_level / 2.0, df) * standard_error
+        same = t_quantile(1.0 - design.equivalence_alpha, df) * standard_error
+        may_call = df >= MIN_CALL_DF and not _loose(noise.model_copy(update={"df": df}), trial, bar)
+        if (may_call and call < gap_call) or same < gap_same:
             return n
     return None
 
@@ -696,12 +749,14 @@ def _cap_reason(state: SequenceState, record: Look, needed: int | None) -> str:
         f"not decided by the cap of {design.cap} launches per arm: effect {_pct(record.effect)} "
         f"[{_pct(record.call_low)}, {_pct(record.call_high)}] at noise {record.noise.sigma * 100:.1f}%"
     )
-    if record.loose:
+    if record.loose and _loose_by_estimate(record.noise, design, bar):
         return (
             f"{head}; that noise is at least {design.loose_noise_share:g}x the {_bar_text(bar)} bar, so no "
             f"cap decides a win here: use a tighter instrument, or a bar of at least "
             f"{record.noise.sigma / design.loose_noise_share * 100:.0f}%"
         )
+    if record.loose:
+        head = f"{head} on {record.noise.df} degrees of freedom, not yet told from a loose instrument's"
     if needed is None:
         return f"{head}; even {MAX_CAP} launches per arm would not settle it: use a tighter instrument"
     return (
