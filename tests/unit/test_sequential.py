@@ -448,3 +448,42 @@ def test_the_ledgers_own_a_and_a_calibrations_make_no_call() -> None:
             outcomes = [record.outcome for record in state.looks]
             assert not {"win", "regression"} & set(outcomes), (name, min_effect, outcomes)
     assert looked >= len(points) * 3
+
+
+# ------------------------------------------------------------------------------- claims beyond the bar
+
+
+DEMO_TTFT = Bar(metric="ttft_ms_p50", point=4, direction="lower", min_effect=0.25)
+
+
+def test_a_change_many_times_the_noise_is_called_on_an_instrument_as_noisy_as_its_bar(monkeypatch) -> None:
+    # The README's demo: TTFT 94% lower at about the bar's own noise (25% against a 25% bar). The
+    # bar-only loose rule held this back at every cap; measured against what the call establishes
+    # it is decided in a few pairs, and an A/A sequence on the same instrument still calls nothing.
+    rates = sq.simulate(DEMO_TTFT, 0.25, 0.94, trials=300, seed=11)
+    assert rates.win >= 0.95 and rates.regression == 0 and rates.mean_launches <= 10
+    a_and_a = sq.simulate(DEMO_TTFT, 0.25, 0.0, trials=300, seed=12)
+    assert a_and_a.win + a_and_a.regression == 0
+    monkeypatch.setattr(sq, "CLAIM_RESOLUTION", math.inf)  # the bar-only rule: a win only on luck
+    assert sq.simulate(DEMO_TTFT, 0.25, 0.94, trials=100, seed=11).win < 0.25
+
+
+def test_the_claim_counts_only_beyond_two_bars_so_effects_near_the_bar_read_as_before(monkeypatch) -> None:
+    # Effects of one and two bars at 0.6x noise: the same outcomes, launch for launch, with and
+    # without the claim rule (every benchmark cell is at two bars or less).
+    for effect in (0.05, 0.10):
+        with_claims = sq.simulate(TPS, 0.03, effect, trials=200, seed=13)
+        monkeypatch.setattr(sq, "CLAIM_RESOLUTION", math.inf)
+        bar_only = sq.simulate(TPS, 0.03, effect, trials=200, seed=13)
+        monkeypatch.undo()
+        assert abs(with_claims.win - bar_only.win) <= 0.02
+        assert abs(with_claims.mean_launches - bar_only.mean_launches) <= 0.5
+
+
+def test_a_lower_is_better_bar_is_planned_at_its_own_band() -> None:
+    # "25% better" for TTFT is a ratio of 0.75, the edge of the no-change band ln(0.75)..ln(1.25);
+    # simulated as 1/1.25 = 0.8 it sat inside the band and the plan saw no power at any cap.
+    at_bar = sq.simulate(DEMO_TTFT, 0.05, 0.25, trials=300, seed=14)
+    assert at_bar.win >= 0.8 and at_bar.no_change <= 0.2
+    plan = sq.plan(DEMO_TTFT, 0.05)
+    assert not plan.cap_too_small and plan.cap_needed is not None
