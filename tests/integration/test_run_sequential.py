@@ -94,6 +94,7 @@ def test_a_run_stopped_by_sigterm_resumes_to_the_verdict_of_an_uninterrupted_run
     # The partial state: the launches kept (pair 4's first launch was cut short), the looks made.
     assert conditions["sequence.launches"] == 6 and conditions["sequence.looks"] == 2
     assert conditions["sequence.resume"] == f"ledger run --resume {run_id}"
+    assert "interrupted (SIGTERM)" in failure["payload"]["cause"]
     assert conditions["sequence.fast.output_tps_total@4"].startswith("look 2 after 6 launches")
     resumed = ledger(repo, "run", "--resume", run_id, "--no-mlflow")
     assert f"resuming {run_id}: 6 launches and 2 looks kept" in resumed.stdout

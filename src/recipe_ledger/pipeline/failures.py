@@ -10,6 +10,7 @@ door that was closed.
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -95,7 +96,12 @@ def cause_class_of(error: BaseException) -> str:
 
 def describe(error: BaseException) -> str:
     if isinstance(error, KeyboardInterrupt):
-        return "interrupted (Ctrl-C)"
+        # The CLI raises SIGTERM as KeyboardInterrupt("signal 15"): say which stopped the run.
+        return (
+            "interrupted (SIGTERM)"
+            if str(error) == f"signal {int(signal.SIGTERM)}"
+            else "interrupted (Ctrl-C)"
+        )
     if isinstance(error, LedgerError):
         return error.one_line()
     return f"{type(error).__name__}: {error}"
