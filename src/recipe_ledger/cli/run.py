@@ -37,9 +37,8 @@ def print_verdicts(outcome: runner.RunOutcome) -> None:
     design = views.design_text(outcome.entry["payload"].get("experiment") or {})
     if design:
         click.echo(f"design {design}")
-    for bar in outcome.bars:
-        words = f"{bar.decision}; " if bar.decision and bar.decision not in bar.reason else ""
-        click.echo(f"  {bar.candidate} {bar.metric}@{bar.point}: {words}{bar.reason}")
+    for bar in outcome.bars:  # a sequential bar's reason opens with how it stopped ("decided after 6 ...")
+        click.echo(f"  {bar.candidate} {bar.metric}@{bar.point}: {bar.reason}")
     if dirty:
         click.echo(f"{dirty}; recorded in every entry of this run")
 
