@@ -150,6 +150,22 @@ def chi2_quantile(p: float, df: float) -> float:
     return _bisect(lambda x: chi2_cdf(x, df) < p, max(1.0, df), 1e-13)
 
 
+def f_cdf(x: float, df_numerator: float, df_denominator: float) -> float:
+    """P(F <= x) for Snedecor's F with the given degrees of freedom (a ratio of two variances)."""
+    if x <= 0.0:
+        return 0.0
+    scaled = df_numerator * x
+    return regularized_incomplete_beta(
+        df_numerator / 2.0, df_denominator / 2.0, scaled / (scaled + df_denominator)
+    )
+
+
+def variances_differ(ratio: float, df_numerator: int, df_denominator: int, level: float) -> bool:
+    """Whether a ratio of two sample variances rejects equal variances, two-sided at ``level``."""
+    below = f_cdf(ratio, df_numerator, df_denominator)
+    return 2.0 * min(below, 1.0 - below) < level
+
+
 def sigma_upper_bound(sigma: float, df: int, confidence: float) -> float:
     """One-sided upper confidence bound on a true sigma estimated as `sigma` with df degrees of freedom.
 

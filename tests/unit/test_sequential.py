@@ -366,8 +366,30 @@ def test_a_calibration_point_lends_its_launches_but_never_a_sigma_below_the_sequ
     assert record.noise.sigma > record.noise.sequence_sigma  # the pooled estimate, the larger here
     quiet = sq.CalibrationNoise(launches=6, sigma_log=0.0001)
     record = sq.look(state.model_copy(update={"calibration": quiet})).looks[-1]
+    # Two launches a side say too little to refuse it (lent), and it cannot shrink the sequence's noise.
     assert record.noise.source == "sequence+calibration" and record.noise.df == 2 + 5
-    assert record.noise.sigma == record.noise.sequence_sigma  # a quieter calibration cannot shrink it
+    assert record.noise.sigma == record.noise.sequence_sigma
+
+
+def test_a_calibration_whose_noise_differs_from_the_sequences_is_not_lent() -> None:
+    # The demo's case: a calibration recorded while the box's load drifted (27%) against a quiet run
+    # (about 3%, 8 launches a side): lent, it would hold the sequence at 24% noise; F says they differ.
+    rng = random.Random(5)
+    state = sq.start(TPS, calibration=sq.CalibrationNoise(launches=8, sigma_log=0.27))
+    for _ in range(8):
+        state = sq.add_launch(state, "control", [100.0 * math.exp(rng.gauss(0, 0.03))])
+        state = sq.add_launch(state, "candidate", [300.0 * math.exp(rng.gauss(0, 0.03))])
+    while sq.is_due(state) and state.decision is None:
+        state = sq.look(state)
+    assert state.looks[-1].noise.source == "sequence" and state.looks[-1].noise.sigma < 0.06
+    assert state.decision is not None and state.decision.outcome == "win"
+    same = sq.CalibrationNoise(launches=8, sigma_log=0.035)  # the sequence's own noise: lent
+    assert (
+        sq.look(sq.start(TPS, calibration=same).model_copy(update={"launches": state.launches[:4]}))
+        .looks[-1]
+        .noise.source
+        == "sequence+calibration"
+    )
 
 
 # ------------------------------------------------------------------------------------------- planning
