@@ -225,7 +225,7 @@ def _result_outline(payload: dict[str, Any]) -> list[tuple[str, str]]:
     if experiment:
         ran = (
             f"{experiment.get('name', '?')} ({experiment.get('spec', '?')}) on {experiment.get('box', '?')}, "
-            f"run {experiment.get('run_id', '?')}, {experiment.get('repeats', '?')} repeats per arm"
+            f"run {experiment.get('run_id', '?')}, {_launches_per_arm(experiment)}"
         )
     return [
         ("subject", _one(payload.get("subject"))),
@@ -235,6 +235,14 @@ def _result_outline(payload: dict[str, Any]) -> list[tuple[str, str]]:
         ("experiment", ran),
         ("metrics", f"{len(payload.get('metrics') or {})} medians kept (all of them: --json)"),
     ]
+
+
+def _launches_per_arm(experiment: dict[str, Any]) -> str:
+    """The fixed design's repeats per arm, or the most launches an arm had in a sequential run."""
+    design = experiment.get("design")
+    if isinstance(design, dict) and design.get("kind") == "sequential":
+        return f"up to {experiment.get('repeats', '?')} launches per arm (sequential)"
+    return f"{experiment.get('repeats', '?')} repeats per arm"
 
 
 def design_text(experiment: dict[str, Any]) -> str:
