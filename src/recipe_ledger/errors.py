@@ -48,3 +48,8 @@ class StateError(LedgerError):
     """The world is not in the state an operation needs (a port in use, a dirty tree, a dead server)."""
 
     exit_code = 3
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler, a CI timeout, `kill`), raised where Ctrl-C would be so it takes the same
+    path (servers stopped, a failure entry, exit 130); its own type so the entry can say which."""

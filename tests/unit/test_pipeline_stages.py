@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from recipe_ledger.errors import InputError, StateError
+from recipe_ledger.errors import InputError, StateError, Terminated
 from recipe_ledger.launch import registry
 from recipe_ledger.ledger import gitinfo
 from recipe_ledger.ledger.models import Envelope
@@ -164,7 +164,7 @@ def _context(tree: Path, seen: list) -> runner.RunContext:
     ("error", "typed", "exit_code", "cause"),
     [
         (KeyboardInterrupt(), RunInterrupted, 130, "interrupted (Ctrl-C)"),
-        (KeyboardInterrupt("signal 15"), RunInterrupted, 130, "interrupted (SIGTERM)"),  # the CLI's SIGTERM
+        (Terminated("signal 15"), RunInterrupted, 130, "interrupted (SIGTERM)"),  # the CLI's SIGTERM
         (ValueError("bad number"), RunFailed, 5, "ValueError: bad number"),
         (InputError("no such column", where="bench.json"), RunFailed, 5, "bench.json: no such column"),
     ],

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import click
 
 from recipe_ledger import __version__
-from recipe_ledger.errors import LedgerError
+from recipe_ledger.errors import LedgerError, Terminated
 
 
 class LazyCommand(NamedTuple):
@@ -183,7 +183,7 @@ class LedgerGroup(click.Group):
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+    raise Terminated(f"signal {signum}")
 
 
 @contextlib.contextmanager

@@ -10,7 +10,6 @@ door that was closed.
 
 from __future__ import annotations
 
-import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from recipe_ledger import runs
-from recipe_ledger.errors import LedgerError
+from recipe_ledger.errors import LedgerError, Terminated
 from recipe_ledger.instruments.base import InstrumentError
 from recipe_ledger.launch.failures import BootFailure
 from recipe_ledger.launch.registry import stop_all
@@ -96,12 +95,7 @@ def cause_class_of(error: BaseException) -> str:
 
 def describe(error: BaseException) -> str:
     if isinstance(error, KeyboardInterrupt):
-        # The CLI raises SIGTERM as KeyboardInterrupt("signal 15"): say which stopped the run.
-        return (
-            "interrupted (SIGTERM)"
-            if str(error) == f"signal {int(signal.SIGTERM)}"
-            else "interrupted (Ctrl-C)"
-        )
+        return "interrupted (SIGTERM)" if isinstance(error, Terminated) else "interrupted (Ctrl-C)"
     if isinstance(error, LedgerError):
         return error.one_line()
     return f"{type(error).__name__}: {error}"
