@@ -12,6 +12,7 @@ Exit codes of `ledger run`:
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import click
@@ -85,34 +86,25 @@ def run_cmd(
     repo = root.resolve()
     if (experiment is None) == (resume_run is None):
         raise click.UsageError("give an EXPERIMENT file, or --resume RUN (not both)")
-    options = stages.RunOptions(allow_dirty, allow_network_fs, allow_busy_gpu)
-    if resume_run is not None:
-        if plan_only:
-            raise click.UsageError("--plan shows a new run; a resumed run continues its own plan")
-        with progress_bar() as bar:
-            outcome = stages.resume_experiment(
-                resume_run,
-                repo,
-                writer=writer,
-                options=options,
-                release_lookup=release_lookup(repo),
-                events=ProgressListener(bar),
-            )
-        _finish(outcome, repo, no_mlflow, tracking_uri)
-        return
-    assert experiment is not None
     if plan_only:
+        if experiment is None:
+            raise click.UsageError("--plan shows a new run; a resumed run continues its own plan")
         plan = stages.plan_experiment(experiment, repo, release_lookup(repo))
         print_plan(plan, click.echo)
         for line in stages.power_report(plan, repo):
             click.echo(f"  {line}")
         return
+    # A new run starts from its experiment file, a resumed one from its run folder; the rest is one path.
+    if experiment is not None:
+        stage = functools.partial(stages.run_experiment, experiment)
+    else:
+        assert resume_run is not None  # exactly one of the two, checked above
+        stage = functools.partial(stages.resume_experiment, resume_run)
     with progress_bar() as bar:
-        outcome = stages.run_experiment(
-            experiment,
+        outcome = stage(
             repo,
             writer=writer,
-            options=options,
+            options=stages.RunOptions(allow_dirty, allow_network_fs, allow_busy_gpu),
             release_lookup=release_lookup(repo),
             events=ProgressListener(bar),
         )
