@@ -10,7 +10,7 @@ none is left (each sequence's last look is at its cap, so it always ends).
 ``runs/<id>/sequence.json`` holds the whole state (design, every launch's samples, every look with
 its statistic and the spending so far, what the run is bound to) and is rewritten atomically after
 every launch and every look, so an interrupted run loses at most the launch in flight and
-``ledger run --resume RUN`` continues the same sequence (``resume_binding`` says what must match).
+``ledger run --resume RUN`` continues the same sequence (``resume_differences`` says what must match).
 """
 
 from __future__ import annotations
@@ -304,7 +304,7 @@ def read_state(run_dir: Path) -> SequenceRun:
         raise InputError(
             f"run {run_dir.name} has no {runs.SEQUENCE}: only a run of the sequential design resumes",
             where=str(path.parent),
-            hint=f"ledger run {'<experiment>'} starts a new run",
+            hint="ledger run <experiment> starts a new run",
         )
     try:
         run = SequenceRun.model_validate(runs.read_json(path))
@@ -355,42 +355,38 @@ def bar_verdicts(plan: RunPlan, run: SequenceRun) -> list[BarVerdict]:
 
 def _bar_verdict(bar: SpecBar, tracked: TrackedBar) -> BarVerdict:
     state = tracked.state
-    launches, looks = len(state.launches), len(state.looks)
-    if tracked.not_comparable is not None:
-        return BarVerdict(
-            candidate=tracked.candidate,
-            metric=tracked.metric,
-            point=tracked.point,
-            direction=bar.direction,
-            min_effect=bar.min_effect,
-            outcome="not-comparable",
-            reason=tracked.not_comparable,
-            launches=launches,
-            looks=looks,
-            stopped="refused",
-            decision=f"not comparable after {launches} launches",
-        )
-    decision, last = state.decision, state.looks[-1]
-    assert decision is not None  # the loop ends only when every sequence is decided
-    # The interval that decided: the equivalence interval for no-change, else the call interval.
-    same = decision.outcome == "no-change"
-    return BarVerdict(
+    launches = len(state.launches)
+    refused = BarVerdict(
         candidate=tracked.candidate,
         metric=tracked.metric,
         point=tracked.point,
         direction=bar.direction,
         min_effect=bar.min_effect,
-        outcome=decision.outcome,
-        effect=decision.effect,
-        ci_low=last.equivalence_low if same else decision.low,
-        ci_high=last.equivalence_high if same else decision.high,
-        control=math.exp(last.control_log_mean),
-        value=math.exp(last.candidate_log_mean),
-        reason=decision.reason,
+        outcome="not-comparable",
+        reason=tracked.not_comparable or "",
         launches=launches,
-        looks=looks,
-        stopped=decision.stopped,
-        decision=decision.summary,
+        looks=len(state.looks),
+        stopped="refused",
+        decision=f"not comparable after {launches} launches",
+    )
+    if tracked.not_comparable is not None:
+        return refused
+    decision, last = state.decision, state.looks[-1]
+    assert decision is not None  # the loop ends only when every sequence is decided
+    # The interval that decided: the equivalence interval for no-change, else the call interval.
+    same = decision.outcome == "no-change"
+    return refused.model_copy(
+        update={
+            "outcome": decision.outcome,
+            "effect": decision.effect,
+            "ci_low": last.equivalence_low if same else decision.low,
+            "ci_high": last.equivalence_high if same else decision.high,
+            "control": math.exp(last.control_log_mean),
+            "value": math.exp(last.candidate_log_mean),
+            "reason": decision.reason,
+            "stopped": decision.stopped,
+            "decision": decision.summary,
+        }
     )
 
 
@@ -444,7 +440,8 @@ def resume_differences(
     saved: SequenceRun, spec_path: Path, git: Mapping | None, host: dict[str, str]
 ) -> list[str]:
     """What differs between the interrupted run and this attempt, in words (empty: it may resume).
-    The commit, the experiment file, the box and the host's hardware must all be the same."""
+    The commit, the experiment file (and so the box it names) and the host's hardware must all be
+    the same."""
     out = []
     commit = (git or {}).get("commit")
     if commit != saved.commit:
@@ -453,14 +450,10 @@ def resume_differences(
         )
     if (git or {}).get("dirty"):
         out.append("the tree is dirty (a resumed sequence continues from a clean commit only)")
+    # The box is named by the experiment file (its hash covers it) and profiled under recipes/ (the
+    # commit covers it); the machine itself is the host's hardware below.
     if sha256_file(spec_path) != saved.spec_sha256:
         out.append(f"the experiment file {saved.spec} differs from the one the run started with")
-    else:
-        from recipe_ledger.experiment.spec import load_experiment
-
-        box = load_experiment(spec_path).box
-        if box != saved.box:
-            out.append(f"the box differs ({saved.box} then, {box} now)")
     now = comparable_host(host)
     if now != saved.host:
         changed = sorted(k for k in set(now) | set(saved.host) if now.get(k) != saved.host.get(k))
