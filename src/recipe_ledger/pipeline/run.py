@@ -559,7 +559,7 @@ def record_result(
     payload = {
         "schema_version": current_version("result"),
         "subject": ctx.plan.experiment.name,
-        "text": headline(bars) + _design_words(record.design, sequential=ctx.launched is not None),
+        "text": headline(bars) + _design_words(record.design),
         "metrics": summary_metrics(
             records, extra_summary_metrics(ctx.plan), per_instrument=several_instruments(ctx.plan)
         ),
@@ -589,9 +589,9 @@ def scripts_named(ctx: RunContext) -> list[str]:
     return sorted(named)
 
 
-def _design_words(design: DesignRecord | None, *, sequential: bool) -> str:
+def _design_words(design: DesignRecord | None) -> str:
     """The result text's tail under the sequential design: "; decided after 6 launches"."""
-    if design is None or not sequential:
+    if design is None or design.kind != "sequential":
         return ""
     if design.stopped == "decided":
         return f"; decided after {design.launches} launches"
