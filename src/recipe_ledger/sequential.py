@@ -495,12 +495,13 @@ def _consistent(own: float, df: int, calibration: CalibrationNoise) -> bool:
     equality at CALIBRATION_CONSISTENCY (two-sided F). One that does is not lent: a quieter day's
     would shrink the interval (the false calls' bound assumes equal noise), a louder day's (a box
     whose load drifted through the run that recorded it) would hold back what this run can decide."""
-    if own == 0.0 or calibration.sigma_log == 0.0:
-        return own == calibration.sigma_log
     if min(df, calibration.df) < MIN_CALL_DF:
         # On fewer degrees of freedom a side's spread says too little to refuse the other's: lent as
         # before (refused there, a lucky-tight 3-launch sequence at 3x the bar lost its protection).
+        # First, so a short sequence that happens to show no spread at all keeps the calibration too.
         return True
+    if own == 0.0 or calibration.sigma_log == 0.0:
+        return own == calibration.sigma_log
     ratio = calibration.sigma_log**2 / own**2
     return not variances_differ(ratio, calibration.df, df, CALIBRATION_CONSISTENCY)
 

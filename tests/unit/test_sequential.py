@@ -383,13 +383,25 @@ def test_a_calibration_whose_noise_differs_from_the_sequences_is_not_lent() -> N
         state = sq.look(state)
     assert state.looks[-1].noise.source == "sequence" and state.looks[-1].noise.sigma < 0.06
     assert state.decision is not None and state.decision.outcome == "win"
-    same = sq.CalibrationNoise(launches=8, sigma_log=0.035)  # the sequence's own noise: lent
-    assert (
-        sq.look(sq.start(TPS, calibration=same).model_copy(update={"launches": state.launches[:4]}))
-        .looks[-1]
-        .noise.source
-        == "sequence+calibration"
-    )
+    # On the first 8 launches (6 df, so the F check runs; 4 launches had 2 and were lent whatever
+    # their noise) a calibration at the sequence's own noise is lent, the drifting one is not.
+    first_eight = {"launches": state.launches[:8]}
+    same = sq.CalibrationNoise(launches=8, sigma_log=0.035)
+    lent = sq.look(sq.start(TPS, calibration=same).model_copy(update=first_eight)).looks[-1]
+    assert lent.noise.df == 6 + 7 and lent.noise.source == "sequence+calibration"
+    drifting = sq.CalibrationNoise(launches=8, sigma_log=0.27)
+    refused = sq.look(sq.start(TPS, calibration=drifting).model_copy(update=first_eight)).looks[-1]
+    assert refused.noise.df == 6 and refused.noise.source == "sequence"
+
+
+def test_a_short_sequence_with_no_spread_still_borrows_the_calibrations_noise() -> None:
+    state = sq.start(TPS, calibration=sq.CalibrationNoise(launches=6, sigma_log=0.02))
+    for _ in range(2):
+        state = sq.add_launch(state, "control", [100.0])
+        state = sq.add_launch(state, "candidate", [101.0])
+    record = sq.look(state).looks[-1]
+    assert record.noise.sequence_sigma == 0.0 and record.noise.source == "sequence+calibration"
+    assert record.noise.sigma > 0  # a noiseless pair of launches is not a noiseless instrument
 
 
 # ------------------------------------------------------------------------------------------- planning
