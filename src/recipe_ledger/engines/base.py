@@ -80,6 +80,10 @@ class Engine:
     # Instrument kind -> how that client reaches this engine; a kind absent here measures it as is
     # (its own client, or one that speaks to any server, such as a command).
     foreign_clients: Mapping[str, ForeignClient] = MappingProxyType({})
+    # The request option through which its OpenAI /v1/completions returns per-token
+    # log-probabilities (the answer-agreement instrument needs them); None: it cannot, and an
+    # instrument that needs them is refused before any launch, naming this engine.
+    logprobs_option: str | None = None
 
     # --- the launch command ---------------------------------------------------------------------
     def model_of(self, command: ServerCommand) -> str | None:
@@ -104,6 +108,11 @@ class Engine:
     def with_local_program(self, command: Command, repo: Path) -> Command:
         """``command`` as a local process runs it: the engine's program from the project's venv."""
         return command
+
+    def max_logprobs(self, command: ServerCommand) -> int | None:
+        """The most top log-probabilities per token a server launched by ``command`` returns
+        (vLLM's --max-logprobs), or None when the engine sets no cap."""
+        return None
 
     # --- a running server -----------------------------------------------------------------------
     def readiness_problem(self, base_url: str, timeout_s: float) -> str | None:

@@ -155,6 +155,7 @@ class SglangEngine(Engine):
     memory_hint = (
         "adjust --mem-fraction-static (its log says which way), lower --context-length or --max-total-tokens"
     )
+    logprobs_option = "logprobs"  # /v1/completions; no server-side cap on the top-k
     # vllm bench serve reaches SGLang's OpenAI API on the same port; its vllm backend would not.
     foreign_clients = MappingProxyType(
         {"vllm_bench_serve": ForeignClient("openai", frozenset({"openai", "openai-chat"}))}

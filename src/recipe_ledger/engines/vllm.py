@@ -66,6 +66,9 @@ def check_autotune_cache(arm: str, env: Mapping[str, str], flagset: str) -> str 
     )
 
 
+DEFAULT_MAX_LOGPROBS = 20  # vllm 0.32's ModelConfig.max_logprobs
+
+
 class VllmEngine(Engine):
     name = "vllm"
     recipe_engine = "vllm"
@@ -87,9 +90,18 @@ class VllmEngine(Engine):
             )
         }
     )
+    logprobs_option = "logprobs"
 
     def model_of(self, command: ServerCommand) -> str | None:
         return command.word(2) if command.render()[:2] == [PROGRAM, "serve"] else None
+
+    def max_logprobs(self, command: ServerCommand) -> int | None:
+        # vLLM refuses a request for more than --max-logprobs (default 20; -1: the whole vocabulary).
+        value = command.first_value("--max-logprobs")
+        if value is None:
+            return DEFAULT_MAX_LOGPROBS
+        number = int(value) if value.lstrip("-").isdigit() else DEFAULT_MAX_LOGPROBS
+        return None if number < 0 else number
 
     def served_model(self, command: ServerCommand) -> str:
         return command.first_value("--served-model-name") or command.word(2) or "model"

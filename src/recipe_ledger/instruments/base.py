@@ -60,6 +60,9 @@ class MeasureContext:
     # The client's concurrency when the point is not one (a launch-flag sweep's points are flag values).
     concurrency: int | None = None
     sample: int = 0  # which measurement of this point inside this launch (instrument.samples_per_launch)
+    # The stem of the measurement a quality instrument compares this one with: the control's first
+    # launch at this point, in this run (with its tag). When ``stem == reference`` this is that one.
+    reference: str = ""
 
     @property
     def client_concurrency(self) -> int:
@@ -85,6 +88,10 @@ class Measurement:
     # What the record keeps besides the numbers: strings a client reports about the server it
     # measured (SGLang's embedded server_info: its hash, version, model path, tp size).
     facts: dict[str, str] = field(default_factory=dict)
+    # A quality instrument's per-item outcomes, metric -> item id -> value in [0, 1] (1: the answer
+    # was kept, correct, the probe passed): what a quality bar pairs across arms by item. Empty for
+    # the reference measurement itself (it is what the others are compared with, not evidence).
+    items: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 class InstrumentSpec(Protocol):
@@ -141,6 +148,13 @@ class InstrumentKind:
     options_hint: str = "docs/instruments.md lists each instrument's options"
     # Its own numbers a result's medians keep beyond metrics.SUMMARY_METRICS (the tail test's tail).
     extra_summary_metrics: tuple[str, ...] = ()
+    # A quality instrument: the metrics whose per-item outcomes (``Measurement.items``) a quality
+    # bar may decide on (non-inferiority, docs/verdicts.md). Empty: a speed instrument.
+    item_metrics: tuple[str, ...] = ()
+
+    @property
+    def measures_quality(self) -> bool:
+        return bool(self.item_metrics)
 
     def parse_options(self, options: Mapping[str, Any], instrument: str) -> Any:
         """The options as this kind reads them (its model), or an InputError naming the field."""
@@ -152,6 +166,10 @@ class InstrumentKind:
         """Refuse (InputError) before any launch what can be known now: by default, its options.
         ``max_model_len`` is the smallest context an arm's command sets, when any sets one."""
         self.parse_options(spec.options, spec.name)
+
+    def check_arm(self, spec: InstrumentSpec, arm: str, engine: str, argv: Sequence[str]) -> None:
+        """Refuse (InputError) before any launch an arm this instrument cannot measure: an engine
+        that cannot return what it needs (log-probabilities), a cap the arm's command sets below it."""
 
     def measure(self, run: PointRun) -> Measurement:
         """One point: run the client, keep its raw output under ``run.ctx.out_dir``, hashed."""

@@ -48,10 +48,12 @@ class PointRecord:
     # flattered it, the replay's own validity signals failed. Verdicts never read a refused point.
     refused: str = ""
     sample: int = 0  # which measurement of the point inside this launch (instrument.samples_per_launch)
+    # A quality instrument's per-item outcomes (metric -> item id -> value): quality bars pair them.
+    items: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         fields = asdict(self)
-        for optional in ("facts", "refused", "sample"):
+        for optional in ("facts", "refused", "sample", "items"):
             if not fields[optional]:
                 del fields[optional]  # records without them read as they always have
         return json.dumps(fields, sort_keys=True)
@@ -206,6 +208,8 @@ def measure_one(
         params=tuple(sorted(arm.params.items())),
         concurrency=sweep_flags.concurrency if sweep_flags else None,
         sample=sample,
+        # The control's first launch at this point is every quality instrument's reference.
+        reference=f"{launch.tag}control-p{point}-r1",
     )
     try:
         with clock.step("client"):
@@ -241,6 +245,7 @@ def measure_one(
         dict(m.facts),
         refused or "",
         sample,
+        {metric: dict(values) for metric, values in m.items.items()},
     )
 
 

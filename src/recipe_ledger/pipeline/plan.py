@@ -280,11 +280,14 @@ def max_model_len(argv: list[str]) -> int | None:
 def check_workload_instruments(experiment: Experiment, arms: dict[str, ArmPlan], repo: Path) -> None:
     """Refuse before any launch what each instrument can know now (its kind's check_before_launch):
     options, a user trace's lines, a trace longer than the smallest context an arm sets, a client
-    not installed."""
+    not installed; an arm it cannot measure (its kind's check_arm)."""
     contexts = [n for n in (max_model_len(a.argv) for a in arms.values()) if n is not None]
     smallest = min(contexts) if contexts else None
     for instrument in experiment.instruments:
-        instruments.get(instrument.kind).check_before_launch(instrument, repo, smallest)
+        kind = instruments.get(instrument.kind)
+        kind.check_before_launch(instrument, repo, smallest)
+        for arm in arms.values():
+            kind.check_arm(instrument, arm.name, arm.engine, arm.argv)
 
 
 def _server_command(
