@@ -18,6 +18,7 @@ Package map (one owner per concern):
   verdict      candidate vs control with calibrated noise (pure)
   stats        Student t, chi-square, sigma upper bounds, sample stdev: the verdict's arithmetic (pure)
   sequential   the sequential verdict: a look per launch pair, resumable state (pure; see pipeline.sequence)
+  quality      quality bars: non-inferiority of items kept, paired by item, Tango's score test (pure)
   provenance   host / GPU fingerprint and model content hash (reads the machine, decides nothing)
   redact       secrets out of everything written (pure)
   plugins      registries a plugin extends: built-ins plus Python entry points (instrument kinds)

@@ -20,7 +20,7 @@ def stored(kind):
 
 
 @pytest.mark.parametrize(
-    ("kind", "model", "current"), [("result", ResultPayload, 3), ("calibration", CalibrationPayload, 2)]
+    ("kind", "model", "current"), [("result", ResultPayload, 4), ("calibration", CalibrationPayload, 2)]
 )
 def test_v1_entries_read_as_current_and_stay_byte_for_byte(kind, model, current):
     line, entry = stored(kind)
@@ -35,7 +35,7 @@ def test_a_payload_from_the_future_is_refused():
         load_payload("result", {"schema_version": 99, "subject": "x"})
 
 
-def test_a_v2_result_reads_as_v3_with_the_fixed_design_implied():
+def test_a_v2_result_reads_as_current_with_the_fixed_design_implied():
     """v3 added the design record and each bar's launches; a stored v2 result has neither and reads
     as it was (no design: the fixed design, as every v2 result ran)."""
     v2 = {
@@ -63,6 +63,9 @@ def test_a_v2_result_reads_as_v3_with_the_fixed_design_implied():
         },
     }
     payload = load_payload("result", v2)
-    assert isinstance(payload, ResultPayload) and payload.schema_version == 3
+    assert isinstance(payload, ResultPayload) and payload.schema_version == 4
     assert payload.experiment is not None and payload.experiment.design is None
     assert payload.experiment.bars[0].launches is None and v2["schema_version"] == 2  # a copy upgraded
+    # v4's quality bars: a result recorded before them had none, and its win stays a win.
+    assert payload.experiment.quality is None and payload.experiment.bars[0].quality is None
+    assert payload.experiment.bars[0].outcome == "win"

@@ -29,7 +29,7 @@ from typing import Any
 
 from recipe_ledger import engines, instruments
 from recipe_ledger.errors import InputError
-from recipe_ledger.experiment.spec import Bar, Experiment, Instrument
+from recipe_ledger.experiment.spec import Bar, Experiment, Instrument, QualityBar
 
 # The endpoint an OpenAI backend must post to: vLLM's default --endpoint is /v1/completions, and
 # an endpoint only one engine serves (/generate, /inference/v1/generate) would fail on the other.
@@ -62,7 +62,7 @@ def why_cannot_measure(instrument: Instrument, engine: str) -> str | None:
     return None
 
 
-def bar_label(bar: Bar) -> str:
+def bar_label(bar: Bar | QualityBar) -> str:
     return f"{bar.metric}@{bar.point}"
 
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_val
 
 from recipe_ledger import engines as engine_registry
 from recipe_ledger import instruments as instrument_registry
-from recipe_ledger import sequential
+from recipe_ledger import quality, sequential
 from recipe_ledger.spec.bounds import (
     MAX_ARMS,
     MAX_ITEMS,
@@ -230,6 +230,9 @@ class LaunchSweep(_Closed):
 class Bar(_Closed):
     """A bar the candidate must clear against the control on one metric: the verdict's rule."""
 
+    kind: Literal["speed"] = Field(
+        default="speed", description="'speed' (a ratio against the control); implied without margin:."
+    )
     metric: ShortText = Field(
         min_length=1, description="Normalized metric name, e.g. output_tps_total, ttft_ms_p50."
     )
@@ -244,6 +247,51 @@ class Bar(_Closed):
         description="Largest relative spread of one arm's repeats that still counts as agreeing "
         "(the replicate gate). 2% suits a GPU sweep; a shared CPU box needs more, and says so.",
     )
+
+
+class QualityBar(_Closed):
+    """A quality bar: the candidate keeps the model's answers. Non-inferiority on one item metric of
+    a quality instrument (answer agreement, task accuracy, probes): the candidate's share of items
+    kept is not below the control's by more than ``margin``, shown at the design's error rate
+    (``rl-quality/1``, docs/verdicts.md). A speed win whose quality bar is not shown is published as
+    "faster, quality not shown" or "faster, worse answers", never as a win."""
+
+    kind: Literal["quality"] = Field(
+        default="quality", description="'quality'; implied when the bar has a margin: key."
+    )
+    metric: ShortText = Field(
+        min_length=1,
+        description="An item metric of the bar's instrument: answer_match_rate, top1_agreement "
+        "(agreement), accuracy (lm_eval), probes_passed_rate (probes).",
+    )
+    point: Point | Literal["all"] = Field(description="The sweep point the bar applies to, or 'all'.")
+    instrument: Slug | None = Field(
+        default=None, description="The quality instrument; default: the first instrument."
+    )
+    margin: float = Field(
+        default=quality.DEFAULT_MARGIN,
+        gt=0,
+        lt=1,
+        description="How much worse the candidate may be, as a share of items (0.05: five answers in "
+        "a hundred). Fewer items than quality.items_to_show can never show it.",
+    )
+
+
+def _bar_kind(value: Any) -> str:
+    """A bar's kind, written or implied: a margin makes it a quality bar."""
+    if isinstance(value, (Bar, QualityBar)):
+        return value.kind
+    if isinstance(value, dict):
+        if "kind" in value:
+            return str(value["kind"])
+        if "margin" in value:
+            return "quality"
+    return "speed"
+
+
+AnyBar = Annotated[
+    Annotated[Bar, Tag("speed")] | Annotated[QualityBar, Tag("quality")], Discriminator(_bar_kind)
+]
 
 
 class Server(_Closed):
@@ -391,8 +439,10 @@ class Experiment(_Closed):
         default=None,
         description="How launches are spent; default: sequential, or fixed when `repeats` is set.",
     )
-    bars: list[Bar] = Field(
-        min_length=1, max_length=MAX_ITEMS, description="The bars that decide the verdict."
+    bars: list[AnyBar] = Field(
+        min_length=1,
+        max_length=MAX_ITEMS,
+        description="The bars that decide the verdict: speed bars (min_effect) and quality bars (margin).",
     )
     calibration: Calibration = Field(
         default_factory=Calibration, description="How the control's noise is measured."
@@ -426,6 +476,24 @@ class Experiment(_Closed):
         return self
 
     @model_validator(mode="after")
+    def _bars_fit_their_instruments(self) -> Experiment:
+        for bar in self.bars:
+            instrument = self.instrument_of(bar)
+            kind = instrument_registry.get(instrument.kind)
+            if isinstance(bar, QualityBar) and bar.metric not in kind.item_metrics:
+                known = ", ".join(kind.item_metrics) or "none: it measures speed"
+                raise ValueError(
+                    f"quality bar on {bar.metric!r}: instrument {instrument.name!r} ({instrument.kind}) "
+                    f"scores no such items (its item metrics: {known}); name a quality instrument"
+                )
+            if isinstance(bar, Bar) and kind.measures_quality:
+                raise ValueError(
+                    f"bar on {bar.metric!r}: instrument {instrument.name!r} ({instrument.kind}) measures "
+                    "answers, not speed: make it a quality bar (margin: instead of min_effect, direction)"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _studies_have_no_server(self) -> Experiment:
         kinds = {arm.kind for arm in (self.control, *self.candidates.values())}
         if "study" in kinds and self.server.needs_server:
@@ -448,13 +516,25 @@ class Experiment(_Closed):
             )
         return self
 
+    @model_validator(mode="after")
+    def _sequential_design_stops_on_speed_bars(self) -> Experiment:
+        if self.design is not None and self.design.kind == "sequential" and not self.speed_bars:
+            raise ValueError(
+                "the sequential design stops when its speed bars are decided and this experiment has "
+                "none: quality bars alone run the fixed design (design.kind: fixed, repeats)"
+            )
+        return self
+
     @property
     def chosen_design(self) -> Design:
         """The design this experiment runs: the one it names; else fixed when it sets ``repeats``
         (as every file did before the sequential default), else sequential."""
         if self.design is not None:
             return self.design
-        return Design(kind="fixed" if "repeats" in self.model_fields_set else "sequential")
+        # With no speed bar the sequential design has nothing to stop on: quality bars alone run the
+        # fixed design's repeats (their items, not more launches, decide them).
+        fixed = "repeats" in self.model_fields_set or not self.speed_bars
+        return Design(kind="fixed" if fixed else "sequential")
 
     @property
     def sequential(self) -> bool:
@@ -465,7 +545,17 @@ class Experiment(_Closed):
         """The instrument of every bar that names none: the first one listed."""
         return self.instruments[0]
 
-    def instrument_of(self, bar: Bar) -> Instrument:
+    @property
+    def speed_bars(self) -> list[Bar]:
+        """The bars decided as ratios against the control (every bar of a file written before
+        quality bars)."""
+        return [bar for bar in self.bars if isinstance(bar, Bar)]
+
+    @property
+    def quality_bars(self) -> list[QualityBar]:
+        return [bar for bar in self.bars if isinstance(bar, QualityBar)]
+
+    def instrument_of(self, bar: Bar | QualityBar) -> Instrument:
         """The instrument whose numbers ``bar`` decides on: the one it names, else the default."""
         name = bar.instrument or self.default_instrument.name
         return next(i for i in self.instruments if i.name == name)

@@ -75,7 +75,17 @@ class BarVerdict(Strict):
     point: int | str
     direction: Literal["higher", "lower"]
     min_effect: float
-    outcome: Literal["win", "regression", "no-change", "inconclusive", "not-comparable"]
+    # v4: a speed win whose candidate's quality bars are not all shown non-inferior is published as
+    # "faster, quality not shown" or "faster, worse answers" (issue 25), never as a win.
+    outcome: Literal[
+        "win",
+        "regression",
+        "no-change",
+        "inconclusive",
+        "not-comparable",
+        "faster, quality not shown",
+        "faster, worse answers",
+    ]
     effect: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
@@ -88,6 +98,31 @@ class BarVerdict(Strict):
     looks: int | None = None
     stopped: Literal["decided", "cap", "refused"] | None = None
     decision: str | None = None  # "decided after 6 launches: win"
+    # v4: the candidate's quality bars together: kept (all non-inferior), not shown, or worse.
+    quality: Literal["kept", "not shown", "worse"] | None = None
+
+
+class QualityVerdict(Strict):
+    """One quality bar decided for one candidate (v4, ``recipe_ledger.quality``): non-inferiority of
+    its share of items kept against the control's, paired by item."""
+
+    candidate: str
+    metric: str
+    instrument: str
+    point: int | str
+    margin: float
+    outcome: Literal["non-inferior", "worse", "not-shown", "not-comparable"]
+    method: str
+    alpha: float  # one-sided, each way
+    items: int
+    control_launches: int
+    candidate_launches: int
+    control: float | None = None  # the control's mean item share (its A/A against the reference)
+    value: float | None = None  # the candidate's
+    difference: float | None = None  # candidate - control, share of items
+    ci_low: float | None = None
+    ci_high: float | None = None
+    reason: str = ""
 
 
 class DesignRecord(Strict):
@@ -131,11 +166,12 @@ class ExperimentRecord(Strict):
     # ("metric@point" -> "vllm bench serve 0.32.0 (instrument bench)").
     clients: dict[str, str] | None = None
     design: DesignRecord | None = None  # v3
+    quality: list[QualityVerdict] | None = None  # v4: the quality bars, beside the speed bars
 
 
 class ResultPayload(Payload):
     kind: ClassVar[str] = "result"
-    schema_version: Literal[3] = 3
+    schema_version: Literal[4] = 4
     subject: str = Field(min_length=1)  # what was measured: a lane, an experiment, an arm
     text: str = ""
     metrics: dict[str, float] = Field(default_factory=dict)
@@ -460,6 +496,13 @@ def _result_2_to_3(data: dict[str, Any]) -> dict[str, Any]:
     """v3 added the run's `design` and each bar's launches, looks and stop; a v2 result ran the
     fixed design and has none of them."""
     return {**data, "schema_version": 3}
+
+
+@register_upgrade("result", 3)
+def _result_3_to_4(data: dict[str, Any]) -> dict[str, Any]:
+    """v4 added quality bars (`experiment.quality`, each bar's `quality`) and the two outcomes of a
+    faster candidate whose answers were not kept; a v3 result had no quality bar."""
+    return {**data, "schema_version": 4}
 
 
 @register_upgrade("calibration", 1)

@@ -231,6 +231,7 @@ def _result_outline(payload: dict[str, Any]) -> list[tuple[str, str]]:
         ("subject", _one(payload.get("subject"))),
         ("verdict", _one(payload.get("verdict"))),
         ("design", design_text(experiment)),
+        ("quality", quality_text(experiment)),
         ("what", _one(payload.get("text"))),
         ("experiment", ran),
         ("metrics", f"{len(payload.get('metrics') or {})} medians kept (all of them: --json)"),
@@ -257,6 +258,22 @@ def design_text(experiment: dict[str, Any]) -> str:
         said += f" (cap {design.get('cap')} per arm, {looks} look{'' if looks == 1 else 's'}"
         said += f", resumed {design['resumed']}x)" if design.get("resumed") else ")"
     return said
+
+
+def quality_text(experiment: dict[str, Any]) -> str:
+    """The quality bars in words: "fast: answer_match_rate@1 non-inferior (-0.5 pt, 200 items)";
+    "" for a result with none (recorded before them, or with no quality instrument)."""
+    bars = experiment.get("quality") if isinstance(experiment, dict) else None
+    if not isinstance(bars, list) or not bars:
+        return ""
+    said = []
+    for bar in bars:
+        if isinstance(bar, dict):
+            shown = _points(bar.get("difference"), True)
+            detail = f"{shown}, {bar.get('items', 0)} items" if shown else f"{bar.get('items', 0)} items"
+            where = f"{bar.get('metric')}@{bar.get('point')}"
+            said.append(f"{bar.get('candidate')}: {where} {bar.get('outcome')} ({detail})")
+    return "; ".join(said) + " (rl-quality/1)"
 
 
 def _calibration_outline(payload: dict[str, Any]) -> list[tuple[str, str]]:
@@ -339,7 +356,38 @@ def verdict_rows(entry: dict[str, Any]) -> list[list[str]]:
     is the verdict's: 95% under the fixed design, the always-valid call interval of the sequence's
     last look under the sequential one (docs/verdicts.md)."""
     experiment = (entry.get("payload") or {}).get("experiment") or {}
-    return [_bar_row(bar) for bar in experiment.get("bars") or [] if isinstance(bar, dict)]
+    speed = [_bar_row(bar) for bar in experiment.get("bars") or [] if isinstance(bar, dict)]
+    # Quality bars beside the speed bars (v4): shares of items in points, the bar is the margin.
+    return speed + [_quality_row(bar) for bar in experiment.get("quality") or [] if isinstance(bar, dict)]
+
+
+def _points(value: Any, signed: bool = False) -> str:
+    """A share of items as percentage points: 0.985 -> "98.5%", a difference -0.012 -> "-1.2 pt"."""
+    if not isinstance(value, int | float):
+        return ""
+    return f"{value * 100:+.1f} pt" if signed else f"{value * 100:.1f}%"
+
+
+def _quality_row(bar: dict[str, Any]) -> list[str]:
+    low, high = bar.get("ci_low"), bar.get("ci_high")
+    ci = f"[{_points(low, True)}, {_points(high, True)}]" if low is not None else ""
+    margin = bar.get("margin")
+    launches = (
+        f"{bar.get('control_launches', 0)}+{bar.get('candidate_launches', 0)}, {bar.get('items', 0)} items"
+    )
+    return [
+        str(bar.get("candidate", "")),
+        f"{bar.get('metric', '')} (quality)",
+        str(bar.get("point", "")),
+        _points(bar.get("control")),
+        _points(bar.get("value")),
+        _points(bar.get("difference"), True),
+        ci,
+        "",
+        f">= -{margin * 100:g} pt" if isinstance(margin, int | float) else "",
+        launches,
+        str(bar.get("outcome", "")),
+    ]
 
 
 def _bar_row(bar: dict[str, Any]) -> list[str]:

@@ -10,6 +10,8 @@ Modules:
   measure     one launch of one arm (``Launch``): warm up, every point x instrument (each kind's
               registered measure), counters, refusals; PointRecord
   run         calibrate, measure ABBA, decide, record a ``result``; the RunContext stages share
+  quality     quality bars decided from the quality instruments' items at the end of a run, and
+              what they make of a speed win ("faster, quality not shown", "faster, worse answers")
   sequence    the sequential design: launch pairs, look after each, stop when every bar is decided;
               runs/<id>/sequence.json, --resume, --plan's expected launches and box-hours
   failures    recording_failure: stop every server, write the ``failure`` entry, raise a typed error

@@ -22,7 +22,7 @@ def power_plans(plan: RunPlan, calibration_of: CalibrationLookup) -> list[verdic
     """One plan per bar and point (a bar on "all" points plans each of them)."""
     out: list[verdicts.PowerPlan] = []
     experiment = plan.experiment
-    for bar in experiment.bars:
+    for bar in experiment.speed_bars:
         entry = calibration_of(plan.experiment.instrument_of(bar).name, bar.metric)
         calibration = to_verdict_calibration(entry)
         for point in bar_points(experiment.points, bar):

@@ -24,8 +24,16 @@ from recipe_ledger import verdict as verdicts
 from recipe_ledger.experiment.engines import clients_by_bar
 from recipe_ledger.experiment.spec import Bar as SpecBar
 from recipe_ledger.instruments.base import sha256_file
-from recipe_ledger.ledger.models import ArmRecord, BarVerdict, DesignRecord, ExperimentRecord, current_version
+from recipe_ledger.ledger.models import (
+    ArmRecord,
+    BarVerdict,
+    DesignRecord,
+    ExperimentRecord,
+    QualityVerdict,
+    current_version,
+)
 from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.pipeline import quality as quality_bars
 from recipe_ledger.pipeline.events import Events, Notice, PhaseStarted, print_notices
 from recipe_ledger.pipeline.measure import Launch, PointRecord, measure_launch
 from recipe_ledger.pipeline.plan import RunPlan
@@ -209,7 +217,7 @@ def record_calibrations(
     in ``records`` (an A/A run's, or a sequential run's, whose control launches are A/A launches
     too); ``skip``: those the run already had a calibration for."""
     out: dict[tuple[str, str], dict] = {}
-    for bar in ctx.plan.experiment.bars:
+    for bar in ctx.plan.experiment.speed_bars:
         instrument = ctx.plan.experiment.instrument_of(bar).name
         if (instrument, bar.metric) in out or (instrument, bar.metric) in (skip or set()):
             continue
@@ -287,13 +295,13 @@ def existing_calibrations(ctx: RunContext) -> tuple[dict[tuple[str, str], dict],
     """Calibrations in the ledger that match this run, and whether they cover every bar."""
     exp = ctx.plan.experiment
     found: dict[tuple[str, str], dict] = {}
-    for bar in exp.bars:
+    for bar in exp.speed_bars:
         instrument = exp.instrument_of(bar).name
         key = calibration_key(ctx.plan, instrument, bar.metric, ctx.host)
         entry = find_calibration(ctx.ledger, key, exp.calibration.max_age_days)
         if entry:
             found[(instrument, bar.metric)] = entry
-    needed = {(exp.instrument_of(b).name, b.metric) for b in exp.bars}
+    needed = {(exp.instrument_of(b).name, b.metric) for b in exp.speed_bars}
     return found, needed <= set(found)
 
 
@@ -339,7 +347,7 @@ def decide_bars(
     exp = ctx.plan.experiment
     out_v, out_b = [], []
     for candidate in exp.candidates:
-        for bar in exp.bars:
+        for bar in exp.speed_bars:
             instrument = ctx.plan.experiment.instrument_of(bar).name
             cal = cals.get((instrument, bar.metric))
             calibration = to_verdict_calibration(cal)
@@ -397,7 +405,7 @@ def instrument_classes(plan: RunPlan, cals: dict[tuple[str, str], dict]) -> dict
     """``instrument_class.<instrument>.<metric>.p<point>``: tight or loose, per bar, for the record
     (the site marks loose instruments from these)."""
     out: dict[str, str] = {}
-    for bar in plan.experiment.bars:
+    for bar in plan.experiment.speed_bars:
         instrument = plan.experiment.instrument_of(bar).name
         calibration = to_verdict_calibration(cals.get((instrument, bar.metric)))
         if calibration is None:
@@ -480,6 +488,7 @@ def experiment_record(
     cals: dict,
     inline: bool,
     design: DesignRecord | None = None,
+    quality: list[QualityVerdict] | None = None,
 ) -> ExperimentRecord:
     plan, exp = ctx.plan, ctx.plan.experiment
     arms = {}
@@ -518,6 +527,7 @@ def experiment_record(
         duration_s=round(time.monotonic() - ctx.started, 1),
         clients=clients_by_bar(exp, instruments) if len(exp.engines) > 1 else None,
         design=design or fixed_design_record(plan),
+        quality=quality or None,
     )
 
 
@@ -554,16 +564,22 @@ def record_result(
 ) -> dict:
     """The result entry (and summary.json): verdicts, medians, conditions, the design and how it
     stopped; ``refs`` adds relations (a resumed run names the failure entries of its earlier tries)."""
-    record = experiment_record(ctx, records, bars, cals, inline, design)
+    design = design or fixed_design_record(ctx.plan)
+    kept = quality_bars.quality_verdicts(
+        ctx.plan.experiment, records, quality_bars.quality_alpha(design), several_instruments(ctx.plan)
+    )
+    bars = quality_bars.with_quality(bars, kept)
+    record = experiment_record(ctx, records, bars, cals, inline, design, kept)
     runs.write_json(ctx.run_dir / runs.SUMMARY, record.model_dump(mode="json"))
+    said = "; ".join(part for part in (headline(bars), quality_bars.headline(kept)) if part)
     payload = {
         "schema_version": current_version("result"),
         "subject": ctx.plan.experiment.name,
-        "text": headline(bars) + _design_words(record.design),
+        "text": said + _design_words(record.design),
         "metrics": summary_metrics(
             records, extra_summary_metrics(ctx.plan), per_instrument=several_instruments(ctx.plan)
         ),
-        "verdict": _overall(bars),
+        "verdict": _overall(bars, kept),
         "conditions": {
             "box": ctx.plan.box.id,
             "run_id": ctx.run_id,
@@ -598,11 +614,26 @@ def _design_words(design: DesignRecord | None) -> str:
     return f"; {design.summary}"
 
 
-def _overall(bars: list[BarVerdict]) -> str:
+# The outcome a run's verdict names first when its bars agree on it, most telling first.
+_OVERALL_ORDER = (
+    "regression",
+    "faster, worse answers",
+    "faster, quality not shown",
+    "win",
+    "inconclusive",
+    "not-comparable",
+    "no-change",
+)
+
+
+def _overall(bars: list[BarVerdict], kept: list[QualityVerdict] | None = None) -> str:
     outcomes = {b.outcome for b in bars}
-    for outcome in ("regression", "win", "inconclusive", "not-comparable", "no-change"):
+    for outcome in _OVERALL_ORDER:
         if outcome in outcomes:
             return outcome if len(outcomes) == 1 else f"mixed ({', '.join(sorted(outcomes))})"
+    if kept:  # quality bars alone: whether every candidate kept the control's answers
+        words = set(quality_bars.candidate_quality(kept).values())
+        return "answers kept" if words == {quality_bars.KEPT} else f"answers {' / '.join(sorted(words))}"
     return "none"
 
 

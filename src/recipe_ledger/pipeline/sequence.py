@@ -169,6 +169,8 @@ def start_run(
     tracked = []
     for candidate in exp.candidates:
         for index, bar in enumerate(exp.bars):
+            if not isinstance(bar, SpecBar):
+                continue  # a quality bar rides on the same launches: pipeline.quality decides it
             instrument = exp.instrument_of(bar).name
             calibration = to_verdict_calibration(cals.get((instrument, bar.metric)))
             for point in bar_points(exp.points, bar):
@@ -350,7 +352,13 @@ def _progress(tracked: TrackedBar) -> str:
 def bar_verdicts(plan: RunPlan, run: SequenceRun) -> list[BarVerdict]:
     """Each sequence as the result records it: its outcome, interval, geometric means and the
     words that say how it stopped ("decided after 6 launches: win")."""
-    return [_bar_verdict(plan.experiment.bars[tracked.bar], tracked) for tracked in run.bars]
+    return [_bar_verdict(_speed_bar(plan, tracked), tracked) for tracked in run.bars]
+
+
+def _speed_bar(plan: RunPlan, tracked: TrackedBar) -> SpecBar:
+    bar = plan.experiment.bars[tracked.bar]
+    assert isinstance(bar, SpecBar)  # start_run tracks speed bars only
+    return bar
 
 
 def _bar_verdict(bar: SpecBar, tracked: TrackedBar) -> BarVerdict:
@@ -542,7 +550,7 @@ def plan_lines(
         f"design: {sequential.METHOD}, a look after every {_block(design)}; false calls at most "
         f"{design.alpha:.0%} per bar; {cap_source}; {timing}"
     ]
-    for bar in exp.bars:
+    for bar in exp.speed_bars:
         instrument = exp.instrument_of(bar).name
         calibration = to_verdict_calibration(calibration_of(instrument, bar.metric))
         for point in bar_points(exp.points, bar):

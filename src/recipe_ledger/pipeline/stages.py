@@ -65,7 +65,7 @@ def calibration_needs(
     what `ledger calibrate` would measure, and what `ledger run` would reuse instead."""
     lookup = _calibration_lookup(plan, repo, host)
     needs = dict.fromkeys(
-        (plan.experiment.instrument_of(bar).name, bar.metric) for bar in plan.experiment.bars
+        (plan.experiment.instrument_of(bar).name, bar.metric) for bar in plan.experiment.speed_bars
     )
     return [(instrument, metric, lookup(instrument, metric)) for instrument, metric in needs]
 

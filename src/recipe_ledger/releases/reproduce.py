@@ -270,7 +270,7 @@ def decide(
     instrument = _instrument(target, number.metric)
     new = runner.samples(records, number.arm, instrument, number.metric, number.point)
     published = number.samples or [number.value]
-    bar_spec = next((b for b in target.plan.experiment.bars if b.metric == number.metric), None)
+    bar_spec = next((b for b in target.plan.experiment.speed_bars if b.metric == number.metric), None)
     bar = verdicts.Bar(
         metric=number.metric,
         point=number.point,

@@ -169,6 +169,36 @@ def bar_metrics(bars: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     return out
 
 
+def quality_key(bar: Mapping[str, Any]) -> str:
+    """``quality.<candidate>.<metric>.c<point>``: a quality bar, beside its candidate's verdicts."""
+    return key("quality", bar["candidate"], bar["metric"], f"c{bar['point']}")
+
+
+def quality_tags(record: Mapping[str, Any]) -> dict[str, str]:
+    """``quality.<candidate>.<metric>.c<point>`` = non-inferior / worse / not-shown, and its reason."""
+    tags = {}
+    for bar in record.get("quality") or []:
+        tags[quality_key(bar)] = bar["outcome"]
+        if bar.get("reason"):
+            tags[quality_key(bar) + ".reason"] = bar["reason"]
+    return tags
+
+
+def quality_metrics(record: Mapping[str, Any]) -> dict[str, float]:
+    """Per quality bar the shares of items kept (``.control``, ``.value``), the difference and its
+    interval in percentage points (``.difference_pt``), and the items it paired."""
+    out: dict[str, float] = {}
+    for bar in record.get("quality") or []:
+        points = {
+            f"{name}_pt": bar[name] * 100
+            for name in ("difference", "ci_low", "ci_high")
+            if finite_number(bar.get(name)) is not None
+        }
+        out.update(numbers(points, quality_key(bar)))
+        out.update(numbers({name: bar.get(name) for name in ("control", "value", "items")}, quality_key(bar)))
+    return out
+
+
 def headline_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
     """Of a result's summary medians (``<arm>.c<point>.<metric>``), only the headline metrics'.
 
@@ -216,8 +246,10 @@ def result_spec(entry: Mapping[str, Any], runs_dir: Roots) -> RunSpec:
         tags.update({key("host", k): v for k, v in (record.get("host") or {}).items()})
         tags.update(bar_tags(record.get("bars", [])))
         tags.update(design_tags(record))
+        tags.update(quality_tags(record))
         params.update(experiment_params(record))
         metrics.update(bar_metrics(record.get("bars", [])))
+        metrics.update(quality_metrics(record))
         metrics.update(design_metrics(record))
         metrics.update(numbers({"duration_s": record.get("duration_s")}))
     params.update(script_params(entry))

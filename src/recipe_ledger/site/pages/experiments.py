@@ -108,6 +108,7 @@ def _experiment_data(
         "repeats_shown": bool(repeats),
         "reproductions": reproductions_of(index, entry["id"], root),
         "bars": bars,
+        "quality": [b for b in experiment.get("quality") or [] if isinstance(b, dict)],
         # Cross-engine experiments: the one client that measured both arms, per bar.
         "clients": sorted((experiment.get("clients") or {}).items()),
         "verdict": p.get("verdict"),
