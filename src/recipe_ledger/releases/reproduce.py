@@ -11,6 +11,11 @@
    calibration. ``no-change`` (the whole CI inside the tolerance) confirms the number; a
    ``regression`` or a ``win`` beyond the noise means it does not hold today; anything else is
    inconclusive. A ``reproduction`` entry records the outcome, each effect and its CI.
+4. **Quality evidence.** A result whose quality bars (``experiment.quality``) covered a release arm
+   pinned that evidence with it: the re-run launches the experiment's control too (first, so it is
+   the agreement instrument's reference again) and decides those quality bars afresh
+   (``pipeline.quality``). A bar published non-inferior that is now worse does not reproduce;
+   non-inferior again reproduces; anything else is inconclusive.
 """
 
 from __future__ import annotations
@@ -29,10 +34,11 @@ from recipe_ledger.experiment.spec import load_experiment
 from recipe_ledger.instruments.base import sha256_file
 from recipe_ledger.launch import images
 from recipe_ledger.ledger import gitinfo
-from recipe_ledger.ledger.models import ExperimentRecord, ReleaseNumber, ReleasePayload
+from recipe_ledger.ledger.models import ExperimentRecord, QualityVerdict, ReleaseNumber, ReleasePayload
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.ledger.views import allowed_dirty_text
 from recipe_ledger.pipeline import measure
+from recipe_ledger.pipeline import quality as quality_bars
 from recipe_ledger.pipeline import run as runner
 from recipe_ledger.pipeline.clean_tree import require_clean_tree
 from recipe_ledger.pipeline.events import Events, Notice, PhaseStarted, print_notices
@@ -58,6 +64,21 @@ class Target:
     plan: RunPlan
     arms: list[str]
     numbers: list[ReleaseNumber]
+    quality: list[QualityVerdict] = field(default_factory=list)  # the published bars it re-checks
+
+    @property
+    def launched(self) -> list[str]:
+        """The arms each repeat launches: the control first when quality bars are re-checked."""
+        return ["control", *[a for a in self.arms if a != "control"]] if self.quality else self.arms
+
+
+@dataclass(frozen=True)
+class QualityCheck:
+    """One published quality bar decided again: reproduced, not-reproduced or inconclusive."""
+
+    published: QualityVerdict
+    now: QualityVerdict
+    outcome: str
 
 
 @dataclass
@@ -148,7 +169,9 @@ def _target(
     plan = plan_run(spec_path, load_experiment(spec_path), RecipeRoot(repo / "recipes"), repo)
     arms = list(dict.fromkeys(n.arm for n in numbers if n.arm))
     problems = [p for arm in arms for p in configuration_problems(plan, arm, payload)]
-    return Target(result, record, _pinned_plan(plan, arms, payload), arms, numbers), problems
+    # The quality evidence the release stands on: the published quality bars of its arms.
+    kept = [q for q in record.quality or [] if q.candidate in arms and q.outcome != "not-comparable"]
+    return Target(result, record, _pinned_plan(plan, arms, payload), arms, numbers, kept), problems
 
 
 def configuration_problems(plan: RunPlan, arm: str, payload: ReleasePayload) -> list[str]:
@@ -234,25 +257,27 @@ def reproduce(
     for line in [allowed_dirty_text(git)] + [f"notice: {n}" for n in plan.notices]:
         if line:
             events(Notice(line))
-    outcomes, contexts = [], []
+    outcomes, contexts, checks = [], [], []
     for target in plan.targets:
         preflight(target.plan)
         ctx = runner.start_context(target.plan, ledger, writer, repo, runs.runs_dir(repo), git, events)
         contexts.append(ctx)
         records = rerun(ctx, target, repeats or target.plan.experiment.repeats)
         outcomes += [decide(ledger, target, number, records) for number in target.numbers]
-    return record(ledger, plan, outcomes, contexts, writer, git=git), outcomes
+        checks += recheck_quality(target, records)
+    return record(ledger, plan, outcomes, contexts, writer, git=git, checks=checks), outcomes
 
 
 def rerun(ctx: runner.RunContext, target: Target, repeats: int) -> list[PointRecord]:
     """The release's arms, each launched ``repeats`` times; a failure leaves a failure entry."""
-    ctx.events(PhaseStarted("reproduction", repeats * len(target.arms), len(ctx.plan.experiment.points)))
+    launched = target.launched
+    ctx.events(PhaseStarted("reproduction", repeats * len(launched), len(ctx.plan.experiment.points)))
     records: list[PointRecord] = []
     # Instrument options may hold repository-relative paths (the tokenizer), as for `ledger run`
     # started at the repository root.
     with recording_failure(ctx, "reproduction"), contextlib.chdir(ctx.repo):
         for repeat in range(1, repeats + 1):
-            for arm in target.arms:
+            for arm in launched:
                 records += measure.measure_launch(ctx.launch(arm, repeat, TAG))
                 runner.write_records(ctx.run_dir / runs.MEASUREMENTS, records)
     return records
@@ -282,6 +307,44 @@ def decide(
         published, new, bar, _calibration(ledger, target, number), agreement_threshold=threshold
     )
     return NumberOutcome(number, verdict, _outcome(verdict.outcome), new)
+
+
+def recheck_quality(target: Target, records: list[PointRecord]) -> list[QualityCheck]:
+    """The published quality bars of the release's arms, decided again from the re-run's launches."""
+    if not target.quality:
+        return []
+    plan = target.plan
+    design = target.record.design
+    alpha = quality_bars.quality_alpha(design)
+    several = runner.several_instruments(plan)
+    fresh = {
+        (v.candidate, v.metric, str(v.point)): v
+        for v in quality_bars.quality_verdicts(plan.experiment, records, alpha, several)
+    }
+    checks = []
+    for published in target.quality:
+        now = fresh.get((published.candidate, published.metric, str(published.point)))
+        if now is None:
+            continue  # the bar is no longer in the experiment (its spec hash would have said so)
+        checks.append(QualityCheck(published, now, _quality_outcome(published.outcome, now.outcome)))
+    return checks
+
+
+def _quality_outcome(published: str, now: str) -> str:
+    if published == now == "non-inferior":
+        return "reproduced"
+    if published == "non-inferior" and now == "worse":
+        return "not-reproduced"
+    return "inconclusive"
+
+
+def describe_quality(check: QualityCheck) -> str:
+    now, then = check.now, check.published
+    shown = f" ({now.difference * 100:+.1f} pt on {now.items} items)" if now.difference is not None else ""
+    return (
+        f"quality {now.candidate} {now.metric}@{now.point}: {check.outcome}: {now.outcome} now{shown}, "
+        f"{then.outcome} published"
+    )
 
 
 def _instrument(target: Target, metric: str) -> str:
@@ -317,8 +380,8 @@ def _outcome(verdict_outcome: str) -> str:
     return "inconclusive"
 
 
-def overall(outcomes: list[NumberOutcome]) -> str:
-    found = {o.outcome for o in outcomes}
+def overall(outcomes: list[NumberOutcome], checks: list[QualityCheck] | None = None) -> str:
+    found = {o.outcome for o in outcomes} | {c.outcome for c in checks or []}
     if "not-reproduced" in found:
         return "not-reproduced"
     return "reproduced" if found == {"reproduced"} else "inconclusive"
@@ -354,6 +417,13 @@ def number_metrics(outcome: NumberOutcome) -> dict[str, float]:
     return {f"{name}.{key}": round(value, 6) for key, value in values.items() if value is not None}
 
 
+def quality_metrics(check: QualityCheck) -> dict[str, float]:
+    now = check.now
+    name = f"quality.{now.candidate}.{now.metric}.c{now.point}"
+    values = {"difference": now.difference, "ci_low": now.ci_low, "items": float(now.items)}
+    return {f"{name}.{key}": round(value, 6) for key, value in values.items() if value is not None}
+
+
 def record(
     ledger: Ledger,
     plan: ReproductionPlan,
@@ -361,11 +431,15 @@ def record(
     contexts: list[runner.RunContext],
     writer: str,
     git: dict[str, Any] | None = None,
+    checks: list[QualityCheck] | None = None,
 ) -> dict[str, Any]:
     """The reproduction entry; ``git`` is the stamp taken before the re-run (default: one now)."""
     release = plan.release
+    checks = checks or []
     metrics = {k: v for o in outcomes for k, v in number_metrics(o).items()}
-    lines = [describe(o) for o in outcomes] + [f"notice: {n}" for n in plan.notices]
+    metrics.update({k: v for c in checks for k, v in quality_metrics(c).items()})
+    lines = [describe(o) for o in outcomes] + [describe_quality(c) for c in checks]
+    lines += [f"notice: {n}" for n in plan.notices]
     artifacts = {
         f"{ctx.run_id}/{name}": digest
         for ctx in contexts
@@ -373,7 +447,7 @@ def record(
     }
     payload = {
         "target": release.id,
-        "outcome": overall(outcomes),
+        "outcome": overall(outcomes, checks),
         "text": f"reproduction of {release.ref} on {contexts[0].host.get('hostname', '?')}: "
         + "; ".join(lines),
         "metrics": metrics,
