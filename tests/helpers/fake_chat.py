@@ -38,6 +38,8 @@ class ChatBehaviour:
     delay_s: float = 0.0  # wait before answering (past the client's timeout: a timeout)
     close_without_answer: bool = False  # drop the connection: no status at all
     tool_name: str | None = None  # call this tool instead of the one offered
+    tool_arguments: str = '{"city": "Paris"}'  # the call's arguments as the parser returns them
+    call_completes: bool = True  # False: the call runs out of tokens inside its JSON (a random model)
     requests: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -62,37 +64,44 @@ def answer(behaviour: ChatBehaviour, request: dict[str, Any]) -> tuple[int, dict
         return behaviour.status, error_body(behaviour, behaviour.status, "EngineCore encountered an issue")
     effort = request.get("reasoning_effort")
     if effort is not None and effort not in behaviour.efforts:
-        message = (
-            f"1 validation error: reasoning_effort Input should be one of {behaviour.efforts}, got {effort!r}"
-        )
-        return 400, error_body(behaviour, 400, message)
-    empty = "" if behaviour.engine == "sglang" else None
+        refusal = f"1 validation error: reasoning_effort should be one of {behaviour.efforts}, got {effort!r}"
+        return 400, error_body(behaviour, 400, refusal)
     budget = int(request.get("max_tokens") or 16)
-    message: dict[str, Any] = {"role": "assistant", "content": empty, "tool_calls": None}
-    if request.get("tool_choice") == "required":
-        offered = request["tools"][0]["function"]["name"]
-        name = behaviour.tool_name or offered
-        if not behaviour.tool_parser and behaviour.engine == "vllm":
-            return 400, error_body(
-                behaviour, 400, 'tool_choice="required" requires --tool-call-parser to be set'
-            )
-        if not behaviour.tool_parser:
-            message["content"] = json.dumps([{"name": name, "parameters": {"city": "Paris"}}])
-            return 200, completion(request, message, "stop")
-        call = {
-            "id": "call-0",
-            "type": "function",
-            "function": {"name": name, "arguments": '{"city": "Paris"}'},
-        }
-        message["tool_calls"] = [call]
-        return 200, completion(request, message, "tool_calls")
     text = " ".join([ANSWER_WORD] * budget)
     reasoning_field = "reasoning_content" if behaviour.engine == "sglang" else "reasoning"
+    empty = "" if behaviour.engine == "sglang" else None
+    message: dict[str, Any] = {"role": "assistant", "content": empty, "tool_calls": None}
+    if request.get("tool_choice") == "required":
+        return tool_answer(behaviour, request, message, text)
     if thinks(behaviour, request):
         message[reasoning_field] = text  # a trace that never closes: the budget runs out inside it
     else:
         message["content"] = text
     return 200, completion(request, message, "length")
+
+
+def tool_answer(
+    behaviour: ChatBehaviour, request: dict[str, Any], message: dict[str, Any], text: str
+) -> tuple[int, dict[str, Any]]:
+    name = behaviour.tool_name or request["tools"][0]["function"]["name"]
+    if not behaviour.tool_parser and behaviour.engine == "vllm":
+        refusal = 'tool_choice="required" requires --tool-call-parser to be set'
+        return 400, error_body(behaviour, 400, refusal)
+    if thinks(behaviour, request):
+        # vLLM holds the call's grammar back until the trace ends: a trace that never ends spends
+        # the whole budget on reasoning (seen on the tiny model with --reasoning-parser qwen3).
+        message["reasoning_content" if behaviour.engine == "sglang" else "reasoning"] = text
+        return 200, completion(request, message, "length")
+    if not behaviour.call_completes:
+        # A random model inside the call's grammar: whitespace until the budget is gone.
+        message["content"] = f'<tool_call>{{"name": "{name}", "arguments": {{' + "\t" * 40
+        return 200, completion(request, message, "length")
+    if not behaviour.tool_parser:
+        message["content"] = json.dumps([{"name": name, "parameters": {"city": "Paris"}}])
+        return 200, completion(request, message, "stop")
+    function = {"name": name, "arguments": behaviour.tool_arguments}
+    message["tool_calls"] = [{"id": "call-0", "type": "function", "function": function}]
+    return 200, completion(request, message, "tool_calls")
 
 
 def completion(request: dict[str, Any], message: dict[str, Any], finish: str) -> dict[str, Any]:

@@ -54,6 +54,10 @@ def test_the_defaults_probe_a_tool_call_and_a_small_budget():
         ({"small_budget": 0}, r"options\.small_budget: Input should be greater than or equal to 1"),
         ({"reasoning_effort": ["low"]}, r"options\.reasoning_effort: Extra inputs are not permitted"),
         ({"chat_template_kwargs": [True]}, r"options\.chat_template_kwargs\.0: Input should be a valid dict"),
+        (
+            {"extra_body": {"max_tokens": 4, "seed": 1}},
+            r"options\.extra_body: the probes set max_tokens, seed",
+        ),
     ],
 )
 def test_bad_options_are_refused_before_any_launch_naming_the_field(options, message):
@@ -128,11 +132,54 @@ def test_a_call_of_another_tool_fails(tmp_path):
     assert raw_probes(m)["tool_call"]["detail"] == "tool_calls[0] calls 'get_time', not 'pick_city'"
 
 
-@pytest.mark.parametrize("arguments", ['{"city": "Par', '"Paris"', None])
-def test_tool_arguments_that_are_no_json_object_fail(arguments):
-    call = {"function": {"name": probes.TOOL_NAME, "arguments": arguments}}
-    verdict = probes.judge_tool_call({"message": {"tool_calls": [call]}, "finish_reason": "tool_calls"})
-    assert verdict.passed is False and "arguments is no JSON object" in verdict.detail
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ('{"city": "Par', "arguments is no JSON object"),
+        ('"Paris"', "arguments is no JSON object"),
+        (None, "arguments is no JSON object"),
+        ("{}", "lack a city out of ['Paris', 'Tokyo']"),  # vLLM's qwen3_xml parser, cut off inside the call
+        ('{"city": "Rome"}', "lack a city out of"),
+    ],
+)
+def test_tool_arguments_the_tool_s_schema_does_not_allow_fail(arguments, problem, tmp_path):
+    m, _ = measure(ChatBehaviour(tool_arguments=arguments), NO_SMALL_BUDGET, tmp_path)
+    tool = raw_probes(m)["tool_call"]
+    assert tool["passed"] is False and problem in tool["detail"]
+
+
+def test_a_call_cut_off_at_the_budget_says_so_and_not_that_a_parser_is_missing(tmp_path):
+    m, _ = measure(ChatBehaviour(call_completes=False), NO_SMALL_BUDGET, tmp_path)
+    detail = raw_probes(m)["tool_call"]["detail"]
+    assert "was cut off at the budget of 64 tokens" in detail and "parser" not in detail
+
+
+def test_a_thinking_server_spends_the_tool_probe_s_budget_on_reasoning_unless_extra_body_turns_it_off(
+    tmp_path,
+):
+    thinking = ChatBehaviour(thinking=True)
+    m, _ = measure(thinking, NO_SMALL_BUDGET, tmp_path / "on")
+    detail = raw_probes(m)["tool_call"]["detail"]
+    assert detail.startswith("no tool_calls: the reasoning trace (message.reasoning, ")
+    assert "ran to the budget of 64 tokens before any call" in detail
+    off = {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}, "small_budget": 16}
+    m, requests = measure(ChatBehaviour(thinking=True), off, tmp_path / "off")
+    assert m.items[probes.PASSED_RATE] == {"tool_call": 1.0, "small_budget=16": 1.0}
+    assert all(r["chat_template_kwargs"] == {"enable_thinking": False} for r in requests)
+
+
+def test_extra_body_joins_every_request_and_a_probe_s_own_field_wins(tmp_path):
+    options = {
+        "extra_body": {"chat_template_kwargs": {"enable_thinking": False}, "logit_bias": {"200": -100}},
+        "chat_template_kwargs": [{"enable_thinking": True}],
+        "tool_call": False,
+    }
+    _, requests = measure(ChatBehaviour(), options, tmp_path)
+    assert all(r["logit_bias"] == {"200": -100} for r in requests)
+    assert [r["chat_template_kwargs"] for r in requests] == [
+        {"enable_thinking": True},
+        {"enable_thinking": False},
+    ]
 
 
 @pytest.mark.parametrize(("engine", "field"), [("vllm", "reasoning"), ("sglang", "reasoning_content")])

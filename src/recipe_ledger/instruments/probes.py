@@ -68,11 +68,14 @@ TOOL: dict[str, Any] = {
         "strict": True,
     },
 }
+TOOL_ARGUMENTS = TOOL["function"]["parameters"]
 TOOL_PROMPT = "Which city is the Eiffel Tower in? Call the tool."
 QUESTION = "What is 17 * 19? Answer with the number."
 # Where each engine puts a reasoning parser's output: vLLM 0.32 `reasoning`, SGLang `reasoning_content`.
 REASONING_FIELDS = ("reasoning", "reasoning_content")
 SHOWN_CHARS = 120  # how much of an unexpected answer a detail quotes
+# What the probes are: extra_body may add to a request, never change these.
+OWNED_FIELDS = frozenset({"model", "messages", "tools", "tool_choice", "max_tokens", "temperature", "seed"})
 
 
 class ProbesOptions(BaseModel):
@@ -92,6 +95,21 @@ class ProbesOptions(BaseModel):
     )
     max_tokens: int = Field(default=64, ge=1, description="max_tokens of every other probe.")
     timeout_s: float = Field(default=120.0, gt=0, description="Seconds one request may take.")
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Fields every probe's request carries (the OpenAI client's extra_body), "
+        "e.g. chat_template_kwargs; a probe's own field of the same name wins.",
+    )
+
+    @field_validator("extra_body")
+    @classmethod
+    def _not_the_probes_own(cls, extra: dict[str, Any]) -> dict[str, Any]:
+        owned = sorted(set(extra) & OWNED_FIELDS)
+        if owned:
+            raise PydanticCustomError(
+                "owned_field", "the probes set {fields} themselves", {"fields": ", ".join(owned)}
+            )
+        return extra
 
     @field_validator("reasoning_efforts", "chat_template_kwargs")
     @classmethod
@@ -164,7 +182,7 @@ def plan_probes(options: ProbesOptions) -> list[Probe]:
             "tool_choice": "required",
             "max_tokens": options.max_tokens,
         }
-        probes.append(Probe("tool_call", body, judge_tool_call))
+        probes.append(Probe("tool_call", body, tool_call_judge(options.max_tokens)))
     for value in options.reasoning_efforts:
         body = {"messages": question, "reasoning_effort": value, "max_tokens": options.max_tokens}
         probes.append(Probe(f"reasoning_effort={value}", body, judge_accepted))
@@ -181,8 +199,8 @@ def plan_probes(options: ProbesOptions) -> list[Probe]:
     return probes
 
 
-def request_body(probe: Probe, ctx: MeasureContext) -> dict[str, Any]:
-    common: dict[str, Any] = {"temperature": 0, "seed": ctx.seed}
+def request_body(probe: Probe, ctx: MeasureContext, extra: Mapping[str, Any]) -> dict[str, Any]:
+    common: dict[str, Any] = {**extra, "temperature": 0, "seed": ctx.seed}
     if ctx.model_name:
         common["model"] = ctx.model_name
     return {**common, **probe.body}
@@ -206,46 +224,6 @@ def _parses_as_json(text: object) -> bool:
     return True
 
 
-def judge_tool_call(choice: dict[str, Any]) -> Verdict:
-    """Passed: ``message.tool_calls[0]`` calls the tool, its arguments a JSON object."""
-    message = choice.get("message") or {}
-    calls = message.get("tool_calls") or []
-    observed = {"finish_reason": choice.get("finish_reason"), "tool_calls": len(calls)}
-    if not calls:
-        content = message.get("content")
-        if _parses_as_json(content) or TOOL_NAME in str(content or ""):
-            # SGLang without --tool-call-parser still constrains the output to the call's schema
-            # and then hands it back as text: the model called, the server parsed nothing.
-            detail = (
-                f"no tool_calls: the call came back as text in message.content ({_shown(content)}): "
-                "the server parsed no tool call; launch it with a tool-call parser "
-                "(vLLM: --enable-auto-tool-choice --tool-call-parser NAME; SGLang: --tool-call-parser NAME)"
-            )
-        else:
-            detail = f"no tool_calls (finish_reason {choice.get('finish_reason')}; content {_shown(content)})"
-        return Verdict(False, detail, observed)
-    function = (calls[0] or {}).get("function") or {}
-    name, arguments = function.get("name"), function.get("arguments")
-    observed.update(name=name, arguments=arguments)
-    if name != TOOL_NAME:
-        return Verdict(False, f"tool_calls[0] calls {name!r}, not {TOOL_NAME!r}", observed)
-    try:
-        parsed = json.loads(arguments) if isinstance(arguments, str) else None
-    except ValueError:
-        parsed = None
-    if not isinstance(parsed, dict):
-        return Verdict(
-            False, f"tool_calls[0].function.arguments is no JSON object: {_shown(arguments)}", observed
-        )
-    return Verdict(True, f"tool_calls[0]: {TOOL_NAME}({_shown(arguments)})", observed)
-
-
-def judge_accepted(choice: dict[str, Any]) -> Verdict:
-    """Passed: the server accepted the request (its 200 is the outcome; any 4xx never gets here)."""
-    observed = {"finish_reason": choice.get("finish_reason")}
-    return Verdict(True, "accepted (HTTP 200)", observed)
-
-
 def reasoning_text(message: Mapping[str, Any]) -> tuple[str | None, str]:
     """The field holding the reasoning trace (the first non-empty of ``REASONING_FIELDS``) and its text."""
     for name in REASONING_FIELDS:
@@ -253,6 +231,76 @@ def reasoning_text(message: Mapping[str, Any]) -> tuple[str | None, str]:
         if isinstance(text, str) and text:
             return name, text
     return None, ""
+
+
+def arguments_problem(arguments: object) -> str | None:
+    """What is wrong with a call's arguments against the tool's tiny schema, or None."""
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) else None
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        return f"tool_calls[0].function.arguments is no JSON object: {_shown(arguments)}"
+    allowed = TOOL_ARGUMENTS["properties"]["city"]["enum"]
+    if parsed.get("city") not in allowed:
+        return f"tool_calls[0].function.arguments {_shown(arguments)} lack a city out of {allowed}"
+    return None
+
+
+def _no_call(choice: dict[str, Any], budget: int) -> str:
+    """Why an answer holds no tool call: the trace or the call ran out of tokens, or the server
+    parsed nothing (the call is in the text), or the model answered something else."""
+    message = choice.get("message") or {}
+    content, finish = message.get("content"), choice.get("finish_reason")
+    reasoning_field, reasoning = reasoning_text(message)
+    looks_like_a_call = _parses_as_json(content) or TOOL_NAME in str(content or "")
+    if finish == "length" and reasoning_field and not str(content or "").strip():
+        return (
+            f"no tool_calls: the reasoning trace (message.{reasoning_field}, {len(reasoning)} chars) ran to "
+            f"the budget of {budget} tokens before any call; turn thinking off for the probes "
+            "(extra_body) or raise max_tokens"
+        )
+    if finish == "length" and looks_like_a_call:
+        return (
+            f"no tool_calls: the call in message.content was cut off at the budget of {budget} tokens "
+            f"({_shown(content)}); raise max_tokens"
+        )
+    if looks_like_a_call:
+        # SGLang without --tool-call-parser still constrains the output to the call's schema
+        # and then hands it back as text: the model called, the server parsed nothing.
+        return (
+            f"no tool_calls: the call came back as text in message.content ({_shown(content)}): "
+            "the server parsed no tool call; launch it with a tool-call parser "
+            "(vLLM: --enable-auto-tool-choice --tool-call-parser NAME; SGLang: --tool-call-parser NAME)"
+        )
+    return f"no tool_calls (finish_reason {finish}; content {_shown(content)})"
+
+
+def tool_call_judge(budget: int) -> Judge:
+    def judge(choice: dict[str, Any]) -> Verdict:
+        """Passed: ``message.tool_calls[0]`` calls the tool with arguments its schema allows."""
+        message = choice.get("message") or {}
+        calls = message.get("tool_calls") or []
+        observed: dict[str, Any] = {"finish_reason": choice.get("finish_reason"), "tool_calls": len(calls)}
+        if not calls:
+            return Verdict(False, _no_call(choice, budget), observed)
+        function = (calls[0] or {}).get("function") or {}
+        name, arguments = function.get("name"), function.get("arguments")
+        observed.update(name=name, arguments=arguments)
+        if name != TOOL_NAME:
+            return Verdict(False, f"tool_calls[0] calls {name!r}, not {TOOL_NAME!r}", observed)
+        problem = arguments_problem(arguments)
+        if problem:
+            return Verdict(False, f"{problem} (finish_reason {choice.get('finish_reason')})", observed)
+        return Verdict(True, f"tool_calls[0]: {TOOL_NAME}({_shown(arguments)})", observed)
+
+    return judge
+
+
+def judge_accepted(choice: dict[str, Any]) -> Verdict:
+    """Passed: the server accepted the request (its 200 is the outcome; any 4xx never gets here)."""
+    observed = {"finish_reason": choice.get("finish_reason")}
+    return Verdict(True, "accepted (HTTP 200)", observed)
 
 
 def small_budget_judge(budget: int) -> Judge:
@@ -359,13 +407,15 @@ def first_choice(body: Any) -> dict[str, Any] | None:
     return None
 
 
-def run_probe(probe: Probe, ctx: MeasureContext, url: str, timeout_s: float) -> tuple[Outcome, str | None]:
+def run_probe(
+    probe: Probe, ctx: MeasureContext, url: str, options: ProbesOptions
+) -> tuple[Outcome, str | None]:
     """One probe: its outcome, and why the point failed when the server did not answer it (None
     otherwise). The outcome is kept either way: the raw file shows what was sent."""
-    body = request_body(probe, ctx)
+    body = request_body(probe, ctx, options.extra_body)
     start = time.monotonic()
     try:
-        status, answer = post_json(url, body, timeout_s)
+        status, answer = post_json(url, body, options.timeout_s)
     except Unanswered as exc:
         outcome = Outcome(probe.name, False, str(exc), body, 0, None, time.monotonic() - start)
         return outcome, f"probe {probe.name}: no answer from {url}: {exc}"
@@ -431,7 +481,7 @@ def measure(options: Mapping[str, Any], ctx: MeasureContext) -> Measurement:
     outcomes: list[Outcome] = []
     start = time.monotonic()
     for probe in plan_probes(parsed):
-        outcome, error = run_probe(probe, ctx, url, parsed.timeout_s)
+        outcome, error = run_probe(probe, ctx, url, parsed)
         outcomes.append(outcome)
         if error:
             write_raw(raw_path, raw_document(ctx, url, outcomes, error))
