@@ -326,7 +326,7 @@ def small_budget_judge(budget: int) -> Judge:
             )
         if finish == "length":
             why = f"the reasoning trace (message.{reasoning_field}, {len(reasoning)} chars) ate the budget"
-            hint = "pin thinking off (chat_template_kwargs) or give the budget room"
+            hint = "turn thinking off (extra_body, or the launch's chat template defaults) or give it room"
             return Verdict(False, f"content empty: {why} of {budget} tokens; {hint}", observed)
         return Verdict(
             False,
