@@ -209,6 +209,25 @@ def _profile_metrics() -> list[Metric]:
     return [*shares, *costs]
 
 
+def _probe_metrics() -> list[Metric]:
+    """What the functional probes report (``instruments.probes``): how many passed, of how many.
+    Which probe passed is a per-item outcome (``Measurement.items``), not a metric of its own."""
+    answers = "probes instrument: /v1/chat/completions answers, judged per probe"
+    source = {"vllm": answers, "sglang": answers}
+    return [
+        Metric(
+            "probes_passed_rate",
+            "share",
+            "higher",
+            "probes passed",
+            3,
+            "probes passed / probes sent (a tool call parsed, a switch accepted, a small budget answered)",
+            source,
+        ),
+        Metric("probes_total", "probes", None, "probes sent", 0, "probes sent in one measurement", source),
+    ]
+
+
 _ROUTING = _routing_metrics()
 _PROFILE = _profile_metrics()
 
@@ -216,6 +235,7 @@ _TABLE: list[Metric] = [
     *_latency_metrics(),
     *_ROUTING,
     *_PROFILE,
+    *_probe_metrics(),
     _bench(
         "output_tps_total",
         "tok/s",

@@ -4,6 +4,7 @@
 - net: free ports and whether anything listens on one
 - waiting: ``wait_for``, polling a condition with a deadline instead of sleeping on luck
 - fake_server: a stdlib stand-in for ``vllm serve`` (run as a script: ``FAKE_SERVER``)
+- fake_chat: an in-process stand-in for ``/v1/chat/completions`` answering as vLLM or SGLang do
 - images: the tiny ``FROM scratch`` busybox images the docker tests build
 - projects: projects on disk built from this repository (the fixed ledger prefix, planted input)
 - pipeline: the stand-in pipeline of ``ledger run`` (a git repository, a probe script, the CLI)

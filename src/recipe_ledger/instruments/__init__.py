@@ -24,6 +24,9 @@ Package map:
   aiperf_replay   agent sessions replayed through ``aiperf profile`` (kind ``aiperf_replay``), with
                   its validity signals; replay_trace writes and reads its traces
   tail            sequential cache-busted requests (kind ``tail``), refused when the cache flattered it
+  probes          functional probes over /v1/chat/completions (kind ``probes``): a forced tool call
+                  parsed, reasoning efforts and chat_template_kwargs accepted, a small budget that
+                  still answers; pass or fail per probe as the measurement's items
   server_metrics  the server's Prometheus counters before and after a point, as differences, read
                   into the same names by the arm's engine (``recipe_ledger.engines``)
 """
@@ -33,7 +36,7 @@ from __future__ import annotations
 import functools
 
 from recipe_ledger import plugins
-from recipe_ledger.instruments import aiperf_replay, command, sglang_bench, tail, vllm_bench
+from recipe_ledger.instruments import aiperf_replay, command, probes, sglang_bench, tail, vllm_bench
 from recipe_ledger.instruments.base import InstrumentKind
 
 ENTRY_POINT_GROUP = "recipe_ledger.instruments"
@@ -44,6 +47,7 @@ BUILT_IN: tuple[InstrumentKind, ...] = (
     command.INSTRUMENT,
     aiperf_replay.INSTRUMENT,
     tail.INSTRUMENT,
+    probes.INSTRUMENT,
 )
 
 

@@ -190,8 +190,10 @@ def parse_options(model: type[OptionsT], options: Mapping[str, Any], instrument:
         return model.model_validate(options)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "options"
-        raise InputError(f"instrument {instrument!r}: options.{where}: {first['msg']}", hint=hint) from None
+        where = ".".join(str(p) for p in first["loc"])
+        # A rule over the whole model (no field in its location) is about the options themselves.
+        field_name = f"options.{where}" if where else "options"
+        raise InputError(f"instrument {instrument!r}: {field_name}: {first['msg']}", hint=hint) from None
 
 
 def option_flags(options: dict[str, object]) -> list[str]:
