@@ -24,6 +24,10 @@ Package map:
   aiperf_replay   agent sessions replayed through ``aiperf profile`` (kind ``aiperf_replay``), with
                   its validity signals; replay_trace writes and reads its traces
   tail            sequential cache-busted requests (kind ``tail``), refused when the cache flattered it
+  agreement       greedy answers with log-probabilities over a fixed prompt set (kind ``agreement``),
+                  compared prompt by prompt with the control's first launch: a quality instrument
+                  (per-prompt items); agreement_compare holds the comparison (match, first
+                  divergence, top-1 agreement, top-k KL), pure
   server_metrics  the server's Prometheus counters before and after a point, as differences, read
                   into the same names by the arm's engine (``recipe_ledger.engines``)
 """
@@ -33,7 +37,7 @@ from __future__ import annotations
 import functools
 
 from recipe_ledger import plugins
-from recipe_ledger.instruments import aiperf_replay, command, sglang_bench, tail, vllm_bench
+from recipe_ledger.instruments import agreement, aiperf_replay, command, sglang_bench, tail, vllm_bench
 from recipe_ledger.instruments.base import InstrumentKind
 
 ENTRY_POINT_GROUP = "recipe_ledger.instruments"
@@ -44,6 +48,7 @@ BUILT_IN: tuple[InstrumentKind, ...] = (
     command.INSTRUMENT,
     aiperf_replay.INSTRUMENT,
     tail.INSTRUMENT,
+    agreement.INSTRUMENT,
 )
 
 
