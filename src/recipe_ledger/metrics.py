@@ -228,6 +228,78 @@ def _probe_metrics() -> list[Metric]:
     ]
 
 
+_ANSWERS_SOURCE = "greedy /v1/completions with logprobs and return_token_ids (instruments.agreement)"
+
+
+def _answers(
+    name: str, unit: str, direction: Direction | None, label: str, decimals: int, description: str
+) -> Metric:
+    """What the answer-agreement instrument reports (instruments.agreement): its answers against
+    the reference's (the control's first launch at the point), and its answers on their own."""
+    sources = {"vllm": _ANSWERS_SOURCE, "sglang": _ANSWERS_SOURCE}
+    return Metric(name, unit, direction, label, decimals, description, sources)
+
+
+_ANSWERS = [
+    _answers(
+        "answer_match_rate",
+        "share",
+        "higher",
+        "answers matching the reference",
+        3,
+        "share of prompts whose generated token ids equal the reference's",
+    ),
+    _answers(
+        "top1_agreement",
+        "share",
+        "higher",
+        "top-1 agreement with the reference",
+        3,
+        "share of the reference's tokens up to and including the first divergence that this "
+        "answer's greedy token reproduces, mean over prompts",
+    ),
+    _answers(
+        "first_divergence_mean",
+        "tokens",
+        "higher",
+        "first divergence",
+        2,
+        "tokens before the answer's ids first differ from the reference's, mean over prompts",
+    ),
+    _answers(
+        "kl_per_token_mean",
+        "nats",
+        "lower",
+        "KL per token vs the reference",
+        4,
+        "KL(reference || this) on the top-k log-probabilities, per token with a common prefix",
+    ),
+    _answers(
+        "answers_prompts",
+        "prompts",
+        None,
+        "prompts answered",
+        0,
+        "prompts the agreement instrument sent (a count, not a quality)",
+    ),
+    _answers(
+        "answers_tokens_mean",
+        "tokens",
+        None,
+        "answer length",
+        2,
+        "generated tokens per prompt, mean (an end-of-sequence token stops an answer early)",
+    ),
+    _answers(
+        "answers_mean_logprob",
+        "nats",
+        None,
+        "mean token log-probability",
+        3,
+        "mean log-probability of the generated tokens (the model's own confidence, not a quality)",
+    ),
+]
+
 _ROUTING = _routing_metrics()
 _PROFILE = _profile_metrics()
 
@@ -236,6 +308,7 @@ _TABLE: list[Metric] = [
     *_ROUTING,
     *_PROFILE,
     *_probe_metrics(),
+    *_ANSWERS,
     _bench(
         "output_tps_total",
         "tok/s",

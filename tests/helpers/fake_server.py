@@ -5,10 +5,21 @@ in launcher tests: stdlib only, one behaviour per flag.
                           [--ignore-sigterm] [--spawn-child] [--pid-file F] [--prefix-cache]
                           [--engine sglang [--fail-generate] [--flush-busy N] [--model-path DIR]
                            [--enable-metrics]]
+                          [--completions [--diverge-at K [--diverge-only TEXT]] [--fail-on TEXT]
+                           [--no-token-ids] [--completion-delay S] [--barrier N]]
 
 SGLang mode answers ``POST /generate`` (a 500 with SGLang's error shape under --fail-generate),
 ``POST /flush_cache`` (400 the first N times, as SGLang does while requests drain) and logs the
 lines SGLang's own code logs (quoted from sglang's source where the launcher classifies them).
+
+``--completions`` answers ``POST /v1/completions`` greedy with scripted token ids and log-probabilities
+(the answer-agreement instrument's request; either engine): each prompt's ids follow from its text
+alone, so two servers answer alike unless told otherwise. ``--diverge-at K`` changes every answer
+(or those whose prompt contains ``--diverge-only``) from token K on, its top-2 swapped there, as a
+server with other numerics would; ``--fail-on`` answers 400 in the engine's error shape for a prompt
+containing the text; ``--no-token-ids`` ignores ``return_token_ids``; ``--barrier N`` holds each
+request until N are in flight (2 s at most), so ``GET /fake/completions`` (the bodies received and
+the most requests seen in flight at once) shows the client's concurrency without timing luck.
 
 It logs like a server (to stdout, unbuffered) so the launcher's log capture and classification are
 exercised on real output.
@@ -43,6 +54,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--flush-busy", type=int, default=0, help="sglang: /flush_cache answers 400 N times")
     parser.add_argument("--model-path", default=None, help="sglang: the model (only echoed)")
     parser.add_argument("--enable-metrics", action="store_true", help="sglang: accepted, like the real flag")
+    parser.add_argument("--completions", action="store_true", help="answer POST /v1/completions")
+    parser.add_argument("--diverge-at", type=int, default=None, help="completions: change tokens from K on")
+    parser.add_argument("--diverge-only", default=None, help="completions: only prompts containing this")
+    parser.add_argument("--fail-on", default=None, help="completions: 400 for prompts containing this")
+    parser.add_argument("--no-token-ids", action="store_true", help="completions: no choices[0].token_ids")
+    parser.add_argument("--completion-delay", type=float, default=0.0, help="completions: seconds per answer")
+    parser.add_argument("--barrier", type=int, default=0, help="completions: wait for N in flight (2 s max)")
     return parser.parse_args(argv)
 
 
@@ -80,26 +98,128 @@ def generate_answer(options: argparse.Namespace, body: bytes) -> tuple[int, dict
     return 200, {"text": " there", "meta_info": {"completion_tokens": tokens}}
 
 
+class CompletionsState:
+    """What /v1/completions remembers: the bodies it received, requests in flight (now and at most)."""
+
+    BARRIER_WAIT_S = 2.0
+
+    def __init__(self, options: argparse.Namespace):
+        self.options = options
+        self.bodies: list[dict] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.changed = threading.Condition()
+
+    def answer(self, body: bytes) -> tuple[int, dict]:
+        request = json.loads(body or b"{}")
+        with self.changed:
+            self.bodies.append(request)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.changed.notify_all()
+            if self.options.barrier:
+                self.changed.wait_for(lambda: self.in_flight >= self.options.barrier, self.BARRIER_WAIT_S)
+        try:
+            time.sleep(self.options.completion_delay)
+            return completion_answer(self.options, request)
+        finally:
+            with self.changed:
+                self.in_flight -= 1
+
+    def report(self) -> dict:
+        with self.changed:
+            return {"bodies": list(self.bodies), "max_in_flight": self.max_in_flight}
+
+
+def scripted_ids(prompt: str, count: int) -> list[int]:
+    """A prompt's greedy token ids: a function of its text alone (the same on every fake server)."""
+    start = 100 + sum(prompt.encode()) % 900
+    return [start + 3 * position for position in range(count)]
+
+
+def completion_answer(options: argparse.Namespace, request: dict) -> tuple[int, dict]:
+    """/v1/completions as vLLM 0.32 answers it with logprobs and return_token_ids (their shapes)."""
+    prompt = str(request.get("prompt", ""))
+    if options.fail_on and options.fail_on in prompt:
+        message = f"scripted failure for a prompt containing {options.fail_on!r}"
+        if options.engine == "sglang":  # SGLang's flat error shape
+            return 400, {"object": "error", "message": message, "type": "BadRequestError", "code": 400}
+        return 400, {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
+    count, k = int(request.get("max_tokens", 16)), max(int(request.get("logprobs") or 0), 1)
+    ids = scripted_ids(prompt, count)
+    swapped = diverges(options, prompt, count)
+    if swapped is not None:
+        ids = ids[:swapped] + [i + 1 for i in ids[swapped:]]
+    tops = [top_list(token, k, position == swapped) for position, token in enumerate(ids)]
+    choice = {
+        "index": 0,
+        "text": "".join(f"t{token}" for token in ids),
+        "finish_reason": "length",
+        "logprobs": {
+            "tokens": [f"t{token}" for token in ids],
+            "token_logprobs": [top[f"t{token}"] for top, token in zip(tops, ids, strict=True)],
+            "top_logprobs": tops,
+            "text_offset": list(range(count)),
+        },
+    }
+    if request.get("return_token_ids") and not options.no_token_ids:
+        choice["token_ids"] = ids
+        choice["prompt_token_ids"] = list(prompt.encode())
+    return 200, {"object": "text_completion", "model": request.get("model"), "choices": [choice]}
+
+
+def diverges(options: argparse.Namespace, prompt: str, count: int) -> int | None:
+    """The position this prompt's answer diverges at, or None when it is the common answer."""
+    if options.diverge_at is None or options.diverge_at >= count:
+        return None
+    if options.diverge_only is not None and options.diverge_only not in prompt:
+        return None
+    return options.diverge_at
+
+
+def top_list(token: int, k: int, swapped: bool) -> dict[str, float]:
+    """Top-k log-probabilities keyed by token text, the greedy token first. ``swapped``: the common
+    answer's greedy token (token - 1) is the runner-up here, as when two servers' top-2 trade places."""
+    runner_up = token - 1 if swapped else token + 1
+    ranked = [token, runner_up, *(token + 1000 + i for i in range(k - 2))]
+    logprobs = [-0.2, -1.9, *(-4.0 - i for i in range(k - 2))]
+    return {f"t{t}": lp for t, lp in zip(ranked[:k], logprobs[:k], strict=True)}
+
+
+def post_answer(
+    options: argparse.Namespace,
+    sglang: SGLangState | None,
+    completions: CompletionsState | None,
+    path: str,
+    body: bytes,
+) -> tuple[int, dict | None]:
+    if sglang is not None and path == "/generate":
+        return generate_answer(options, body)
+    if sglang is not None and path == "/flush_cache":
+        return sglang.flush(), None
+    if completions is not None and path == "/v1/completions":
+        return completions.answer(body)
+    return (200 if path == "/reset_prefix_cache" and options.prefix_cache else 404), None
+
+
 def make_handler(options: argparse.Namespace, started: float) -> type[BaseHTTPRequestHandler]:
     sglang = SGLangState(options) if options.engine == "sglang" else None
+    completions = CompletionsState(options) if options.completions else None
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path == "/health":
                 healthy = not options.never_healthy and time.monotonic() - started >= options.delay
                 self._answer(200 if healthy else 503)
+            elif completions is not None and self.path == "/fake/completions":
+                self._answer(200, completions.report())
             else:
                 self._answer(404)
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
-            if sglang is not None and self.path == "/generate":
-                self._answer(*generate_answer(options, body))
-            elif sglang is not None and self.path == "/flush_cache":
-                self._answer(sglang.flush())
-            else:
-                self._answer(200 if self.path == "/reset_prefix_cache" and options.prefix_cache else 404)
+            self._answer(*post_answer(options, sglang, completions, self.path, body))
 
         def _answer(self, status: int, payload: object | None = None) -> None:
             data = json.dumps(payload).encode() if payload is not None else b""

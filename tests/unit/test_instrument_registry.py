@@ -17,7 +17,15 @@ import pytest
 from recipe_ledger import instruments
 from recipe_ledger.errors import InputError, SpecError, StateError
 from recipe_ledger.experiment.spec import Experiment, Instrument, experiment_json_schema, load_experiment
-from recipe_ledger.instruments import aiperf_replay, command, probes, sglang_bench, tail, vllm_bench
+from recipe_ledger.instruments import (
+    agreement,
+    aiperf_replay,
+    command,
+    probes,
+    sglang_bench,
+    tail,
+    vllm_bench,
+)
 from recipe_ledger.instruments.base import InstrumentKind, MeasureContext
 from recipe_ledger.pipeline import measure as measuring
 from recipe_ledger.pipeline.plan import plan_run
@@ -112,7 +120,15 @@ def plan_of(spec: dict, tmp_path: Path):
 
 def test_the_spec_s_kinds_are_the_registry_s_in_the_order_the_schema_lists_them():
     """One place for the kinds: the schema's enum, what validates, what measures and names a client."""
-    kinds = ("vllm_bench_serve", "sglang_bench_serving", "command", "aiperf_replay", "tail", "probes")
+    kinds = (
+        "vllm_bench_serve",
+        "sglang_bench_serving",
+        "command",
+        "aiperf_replay",
+        "tail",
+        "probes",
+        "agreement",
+    )
     assert instruments.kinds() == kinds
     schema = experiment_json_schema()["$defs"]["Instrument"]["properties"]["kind"]
     assert schema["enum"] == list(kinds) and schema["type"] == "string"
@@ -125,7 +141,7 @@ def test_the_spec_s_kinds_are_the_registry_s_in_the_order_the_schema_lists_them(
 
 
 def test_each_module_registers_its_one_object_under_its_own_name():
-    for module in (vllm_bench, sglang_bench, command, aiperf_replay, tail, probes):
+    for module in (vllm_bench, sglang_bench, command, aiperf_replay, tail, probes, agreement):
         assert instruments.get(module.NAME) is module.INSTRUMENT
     assert instruments.BUILT_IN == tuple(instruments.get(kind) for kind in instruments.kinds())
 
@@ -173,6 +189,7 @@ def _ctx(tmp_path: Path) -> MeasureContext:
         ),
         ("tail", tail, lambda p, a, i, c, e: ((p.engine_bin, i.options, c), {"env": e})),
         ("probes", probes, lambda p, a, i, c, e: ((i.options, c), {})),
+        ("agreement", agreement, lambda p, a, i, c, e: ((i.options, c), {"repo": REPO})),
     ],
 )
 def test_measure_point_gives_each_built_in_what_the_if_chain_gave_it(

@@ -27,6 +27,10 @@ Package map:
   probes          functional probes over /v1/chat/completions (kind ``probes``): a forced tool call
                   parsed, reasoning efforts and chat_template_kwargs accepted, a small budget that
                   still answers; pass or fail per probe as the measurement's items
+  agreement       greedy answers with log-probabilities over a fixed prompt set (kind ``agreement``),
+                  compared prompt by prompt with the control's first launch: a quality instrument
+                  (per-prompt items); agreement_compare holds the comparison (match, first
+                  divergence, top-1 agreement, top-k KL), pure
   server_metrics  the server's Prometheus counters before and after a point, as differences, read
                   into the same names by the arm's engine (``recipe_ledger.engines``)
 """
@@ -36,7 +40,15 @@ from __future__ import annotations
 import functools
 
 from recipe_ledger import plugins
-from recipe_ledger.instruments import aiperf_replay, command, probes, sglang_bench, tail, vllm_bench
+from recipe_ledger.instruments import (
+    agreement,
+    aiperf_replay,
+    command,
+    probes,
+    sglang_bench,
+    tail,
+    vllm_bench,
+)
 from recipe_ledger.instruments.base import InstrumentKind
 
 ENTRY_POINT_GROUP = "recipe_ledger.instruments"
@@ -48,6 +60,7 @@ BUILT_IN: tuple[InstrumentKind, ...] = (
     aiperf_replay.INSTRUMENT,
     tail.INSTRUMENT,
     probes.INSTRUMENT,
+    agreement.INSTRUMENT,
 )
 
 

@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from recipe_ledger.engines.base import ServerCommand
 from recipe_ledger.errors import InputError, LedgerError
 
 
@@ -167,9 +168,11 @@ class InstrumentKind:
         ``max_model_len`` is the smallest context an arm's command sets, when any sets one."""
         self.parse_options(spec.options, spec.name)
 
-    def check_arm(self, spec: InstrumentSpec, arm: str, engine: str, argv: Sequence[str]) -> None:
+    def check_arm(self, spec: InstrumentSpec, arm: str, engine: str, command: ServerCommand) -> None:
         """Refuse (InputError) before any launch an arm this instrument cannot measure: an engine
-        that cannot return what it needs (log-probabilities), a cap the arm's command sets below it."""
+        that cannot return what it needs (log-probabilities), a cap the arm's command sets below it.
+        ``command`` is the arm's launch command as the planner parsed it (``recipes.flags``, a layer
+        above this one): ask the engine what it means (``engines.get(engine).max_logprobs(command)``)."""
 
     def measure(self, run: PointRun) -> Measurement:
         """One point: run the client, keep its raw output under ``run.ctx.out_dir``, hashed."""

@@ -287,7 +287,7 @@ def check_workload_instruments(experiment: Experiment, arms: dict[str, ArmPlan],
         kind = instruments.get(instrument.kind)
         kind.check_before_launch(instrument, repo, smallest)
         for arm in arms.values():
-            kind.check_arm(instrument, arm.name, arm.engine, arm.argv)
+            kind.check_arm(instrument, arm.name, arm.engine, LaunchCommand.parse(arm.argv))
 
 
 def _server_command(
