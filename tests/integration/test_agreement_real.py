@@ -17,63 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from recipe_ledger.engines.sglang import ENGINE as SGLANG
-from recipe_ledger.engines.vllm import ENGINE as VLLM
 from recipe_ledger.instruments import agreement
 from recipe_ledger.instruments.base import MeasureContext, Measurement
 from recipe_ledger.launch.process import ProcessLauncher
-from recipe_ledger.launch.spec import LaunchSpec
 
-from helpers.net import free_port
-from helpers.resources import SERVE_VLLM, SGLANG_PYTHON, TINY_MODEL, require
+from helpers.resources import require
+from helpers.servers import tiny_sglang_spec, tiny_vllm_spec
 
 pytestmark = pytest.mark.slow
 
-HOST = "127.0.0.1"
 PROMPTS = 16  # the shipped set's first 16 (its categories interleave), 8 tokens each, top 5
 OPTIONS = {"limit": PROMPTS, "max_tokens": 8}
-VLLM_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
-SGLANG_FLAGS = ("--device", "cpu", "--attention-backend", "torch_native", "--max-total-tokens", "16384")
-SGLANG_ENV = {"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"}
-
-
-def launch_spec(root: Path, name: str, argv: list[str], env: dict[str, str], port: int, engine) -> LaunchSpec:
-    return LaunchSpec(
-        argv=argv,
-        env=env,
-        host=HOST,
-        port=port,
-        health_path="/health",
-        health_timeout_s=300,
-        log_path=root / f"server-{name}.log",
-        run_id=name,
-        engine=engine,
-    )
-
-
-def vllm_spec(root: Path, dtype: str) -> LaunchSpec:
-    port = free_port()
-    argv = [str(SERVE_VLLM), "serve", str(TINY_MODEL), "--served-model-name", "tiny"]
-    argv += [
-        "--max-model-len",
-        "1024",
-        "--dtype",
-        dtype,
-        "--enforce-eager",
-        "--host",
-        HOST,
-        "--port",
-        str(port),
-    ]
-    env = {**VLLM_ENV, "VLLM_CACHE_ROOT": str(root / "vllm-cache")}
-    return launch_spec(root, f"vllm-{dtype}", argv, env, port, VLLM)
-
-
-def sglang_spec(root: Path) -> LaunchSpec:
-    port = free_port()
-    argv = [str(SGLANG_PYTHON), "-m", "sglang.launch_server", "--model-path", str(TINY_MODEL)]
-    argv += ["--served-model-name", "tiny", "--host", HOST, "--port", str(port), *SGLANG_FLAGS]
-    return launch_spec(root, "sglang", argv, SGLANG_ENV, port, SGLANG)
 
 
 def measure(raw: Path, base_url: str, arm: str, point: int = 1) -> Measurement:
@@ -94,9 +48,9 @@ def reference_and_a_a(raw: Path, base_url: str) -> dict[str, Measurement]:
 def vllm_runs(tmp_path_factory) -> dict[str, Measurement]:
     require("vllm")
     root = tmp_path_factory.mktemp("agreement-vllm")
-    with ProcessLauncher().start(vllm_spec(root, "bfloat16")) as server:
+    with ProcessLauncher().start(tiny_vllm_spec(root, "vllm-bfloat16")) as server:
         runs = reference_and_a_a(root / "raw", server.base_url)
-    with ProcessLauncher().start(vllm_spec(root, "float32")) as server:
+    with ProcessLauncher().start(tiny_vllm_spec(root, "vllm-float32", dtype="float32")) as server:
         runs["float32"] = measure(root / "raw", server.base_url, "float32")
     return runs
 
@@ -105,7 +59,7 @@ def vllm_runs(tmp_path_factory) -> dict[str, Measurement]:
 def sglang_runs(tmp_path_factory) -> dict[str, Measurement]:
     require("sglang")
     root = tmp_path_factory.mktemp("agreement-sglang")
-    with ProcessLauncher().start(sglang_spec(root)) as server:
+    with ProcessLauncher().start(tiny_sglang_spec(root, "sglang")) as server:
         return reference_and_a_a(root / "raw", server.base_url)
 
 

@@ -19,31 +19,23 @@ Needs ``./dev serve-setup``: ``require("vllm")``; the SGLang test ``require("sgl
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from recipe_ledger.engines.vllm import ENGINE as VLLM
 from recipe_ledger.instruments import probes
 from recipe_ledger.instruments.base import MeasureContext, Measurement
 from recipe_ledger.launch.process import ProcessLauncher
-from recipe_ledger.launch.spec import LaunchSpec
 
-from helpers.net import free_port, nothing_listens_on
-from helpers.resources import SERVE_VLLM, SGLANG_PYTHON, TINY_MODEL, require
+from helpers.resources import TINY_MODEL, require
+from helpers.servers import tiny_sglang_spec, tiny_vllm_spec
 
 pytestmark = pytest.mark.slow
 
 PARSERS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3"]
 THINKING_OFF = {"chat_template_kwargs": {"enable_thinking": False}}
-SGLANG_BOOT_TIMEOUT_S = 240
 
 
 def byte_level_whitespace_ids(tokenizer_json: Path) -> dict[str, int]:
@@ -70,75 +62,15 @@ NO_WHITESPACE = {"logit_bias": byte_level_whitespace_ids(TINY_MODEL / "tokenizer
 @contextmanager
 def vllm_server(tmp_path: Path, *flags: str) -> Iterator[str]:
     require("vllm")
-    port = free_port()
-    argv = [
-        str(SERVE_VLLM),
-        "serve",
-        str(TINY_MODEL),
-        "--served-model-name",
-        "tiny",
-        "--max-model-len",
-        "1024",
-    ]
-    argv += ["--dtype", "bfloat16", "--enforce-eager", "--host", "127.0.0.1", "--port", str(port), *flags]
-    env = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
-    spec = LaunchSpec(
-        argv=argv,
-        env={**env, "VLLM_CACHE_ROOT": str(tmp_path / "vllm-cache")},
-        host="127.0.0.1",
-        port=port,
-        health_path="/health",
-        health_timeout_s=300,
-        log_path=tmp_path / "server.log",
-        run_id="probes-real",
-        engine=VLLM,
-    )
-    with ProcessLauncher().start(spec) as running:
+    with ProcessLauncher().start(tiny_vllm_spec(tmp_path, "probes-vllm", *flags)) as running:
         yield running.base_url
-
-
-def healthy(base_url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{base_url}/health", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 @contextmanager
 def sglang_server(tmp_path: Path, *flags: str) -> Iterator[str]:
     require("sglang")
-    port, log = free_port(), tmp_path / "sglang.log"
-    argv = [
-        str(SGLANG_PYTHON),
-        "-m",
-        "sglang.launch_server",
-        "--model-path",
-        str(TINY_MODEL),
-        "--device",
-        "cpu",
-    ]
-    argv += ["--host", "127.0.0.1", "--port", str(port), "--attention-backend", "torch_native"]
-    argv += ["--max-total-tokens", "16384", "--served-model-name", "tiny", *flags]
-    env = {**os.environ, "SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"}
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + SGLANG_BOOT_TIMEOUT_S
-        while not healthy(base_url):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"SGLang did not come up:\n{log.read_text(errors='replace')[-3000:]}")
-            time.sleep(1)
-        yield base_url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        assert nothing_listens_on(port)
+    with ProcessLauncher().start(tiny_sglang_spec(tmp_path, "probes-sglang", *flags)) as running:
+        yield running.base_url
 
 
 def measure(base_url: str, options: dict, out: Path, arm: str = "candidate") -> Measurement:

@@ -59,6 +59,16 @@ class PointRecord:
         return json.dumps(fields, sort_keys=True)
 
 
+def refusals(records: list[PointRecord], arms: tuple[str, ...], instrument: str, point: int) -> list[str]:
+    """Why points of these arms at this point were refused (rejected at boot, flattered, invalid):
+    what makes a speed bar or a quality bar not comparable there."""
+    return [
+        f"{r.arm} repeat {r.repeat}: {r.refused}"
+        for r in records
+        if r.refused and r.arm in arms and r.instrument == instrument and r.point == point
+    ]
+
+
 @dataclass(frozen=True)
 class Launch:
     """One fresh launch of one arm, and what every step of measuring it needs: the plan, which

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from recipe_ledger import metrics as metric_table
 from recipe_ledger import quality, verdict
 from recipe_ledger.experiment.spec import Experiment, QualityBar
 from recipe_ledger.ledger.models import BarVerdict, DesignRecord, QualityVerdict
-from recipe_ledger.pipeline.measure import PointRecord
+from recipe_ledger.pipeline.measure import PointRecord, refusals
 
 # A candidate's quality bars together, as its speed bars carry it.
 KEPT, NOT_SHOWN, WORSE = "kept", "not shown", "worse"
@@ -52,14 +53,6 @@ def launch_items(
     ]
 
 
-def _refused(records: list[PointRecord], arms: tuple[str, ...], instrument: str, point: int) -> list[str]:
-    return [
-        f"{r.arm} repeat {r.repeat}: {r.refused}"
-        for r in records
-        if r.arm in arms and r.instrument == instrument and r.point == point and r.refused
-    ]
-
-
 def quality_verdicts(
     experiment: Experiment, records: list[PointRecord], alpha: float, several_instruments: bool
 ) -> list[QualityVerdict]:
@@ -83,7 +76,7 @@ def _decided(
     alpha: float,
     several_instruments: bool,
 ) -> QualityVerdict:
-    refused = _refused(records, ("control", candidate), instrument, point)
+    refused = refusals(records, ("control", candidate), instrument, point)
     control = launch_items(records, "control", instrument, bar.metric, point)
     measured = launch_items(records, candidate, instrument, bar.metric, point)
     call = quality.decide(control, measured, margin=bar.margin, alpha=alpha)
@@ -91,7 +84,8 @@ def _decided(
         call = call.model_copy(update={"outcome": "not-comparable", "reason": "; ".join(refused)})
     return QualityVerdict(
         candidate=candidate,
-        metric=f"{instrument}.{bar.metric}" if several_instruments else bar.metric,
+        # Named as the speed bars name theirs when an experiment has several instruments.
+        metric=metric_table.instrument_metric(instrument, bar.metric) if several_instruments else bar.metric,
         instrument=instrument,
         point=point,
         margin=bar.margin,

@@ -35,7 +35,7 @@ from recipe_ledger.ledger.models import (
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.pipeline import quality as quality_bars
 from recipe_ledger.pipeline.events import Events, Notice, PhaseStarted, print_notices
-from recipe_ledger.pipeline.measure import Launch, PointRecord, measure_launch
+from recipe_ledger.pipeline.measure import Launch, PointRecord, measure_launch, refusals
 from recipe_ledger.pipeline.plan import RunPlan
 from recipe_ledger.pipeline.steps import StepClock
 from recipe_ledger.provenance import comparable_host, host_fingerprint, model_revision
@@ -143,15 +143,6 @@ def launch_samples(
         ):
             by_launch.setdefault(r.repeat, []).append(r.metrics[metric])
     return by_launch
-
-
-def refusals(records: list[PointRecord], arms: tuple[str, ...], instrument: str, point: int) -> list[str]:
-    """Why points of these arms at this point were refused (rejected at boot, flattered, invalid)."""
-    return [
-        f"{r.arm} repeat {r.repeat}: {r.refused}"
-        for r in records
-        if r.refused and r.arm in arms and r.instrument == instrument and r.point == point
-    ]
 
 
 # ------------------------------------------------------------------------------ the run

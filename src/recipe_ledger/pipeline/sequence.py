@@ -32,14 +32,13 @@ from recipe_ledger.instruments.base import sha256_file
 from recipe_ledger.ledger.models import BarVerdict, DesignRecord
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.pipeline.events import Notice, PhaseStarted
-from recipe_ledger.pipeline.measure import PointRecord, measure_launch
+from recipe_ledger.pipeline.measure import PointRecord, measure_launch, refusals
 from recipe_ledger.pipeline.plan import RunPlan
 from recipe_ledger.pipeline.run import (
     RunContext,
     bar_metric_name,
     bar_points,
     launch_samples,
-    refusals,
     repo_relative,
     to_verdict_calibration,
     verdict_bar,
