@@ -39,6 +39,12 @@ def _repo(path: Path) -> git.Repo | None:
         return None
 
 
+def is_work_tree(path: Path) -> bool:
+    """Whether ``path`` is inside a git working tree (with git and GitPython at hand)."""
+    repo = _repo(path)
+    return repo is not None and repo.working_tree_dir is not None
+
+
 def top_level(start: Path) -> Path:
     """The git top level of ``start`` (the default root of every ledger command)."""
     repo = _repo(start)
