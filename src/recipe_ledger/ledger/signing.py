@@ -385,7 +385,7 @@ def signature_problem(record: dict[str, Any], writer: str, allowed: set[str]) ->
     if record.get("writer") != writer or not isinstance(seq, int) or not isinstance(entry_id, str):
         return "signed head file is malformed"
     if key not in allowed:
-        return f"head is signed by a key that is not {writer!r}'s in ledger/{SIGNERS_FILE}"
+        return f"head is signed by a key that is not {writer!r}'s (its chain's key entries name it)"
     problem = _signature_problem(str(key), str(sig), head_message(writer, seq, entry_id))
     if problem:
         return f"head {problem} (the head was changed, or signed without the key)"
