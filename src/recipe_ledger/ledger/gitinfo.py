@@ -249,6 +249,27 @@ def working_tree_changes(root: Path) -> Iterator[LedgerChange]:
             yield LedgerChange("working tree", head.hexsha, path, _read_blob(repo, sha), data)
 
 
+def staged_changes(root: Path) -> Iterator[LedgerChange]:
+    """Ledger files in the index compared with HEAD's copies: what is staged for the next commit,
+    even when the working tree was put back afterwards."""
+    repo = _repo(root)
+    if repo is None:
+        return
+    try:
+        head = repo.head.commit
+    except ValueError:
+        return
+    staged = {
+        os.fspath(path): entry.hexsha
+        for (path, _stage), entry in repo.index.entries.items()
+        if os.fspath(path).startswith(LEDGER_DIR + "/")
+    }
+    for path, sha in _blobs(_ledger_tree(head.tree)).items():
+        if staged.get(path) != sha:
+            new = _read_blob(repo, staged[path]) if path in staged else None
+            yield LedgerChange("index", head.hexsha, path, _read_blob(repo, sha), new)
+
+
 def _changes(
     repo: git.Repo, commit: str, parent: str, old: dict[str, str], new: dict[str, str]
 ) -> Iterator[LedgerChange]:

@@ -314,7 +314,7 @@ class HistoryReport:
 
 
 def verify_history(ledger: Ledger, *, fetch: bool = False) -> HistoryReport:
-    """Every commit (and the working tree against HEAD) may only append to the ledger's chains.
+    """Every commit (and the index and working tree against HEAD) may only append to the chains.
 
     Signed head files may be replaced, but their ``seq`` may never go back. On a shallow clone the
     history is fetched first when ``fetch`` (``git fetch --unshallow``); otherwise the commits at
@@ -326,15 +326,22 @@ def verify_history(ledger: Ledger, *, fetch: bool = False) -> HistoryReport:
     history.unchecked = gitinfo.shallow_boundary(ledger.root)
     for change in gitinfo.ledger_changes(ledger.root):
         _judge_change(change, history)
-    for change in gitinfo.working_tree_changes(ledger.root):
+    staged = {}
+    for change in gitinfo.staged_changes(ledger.root):
+        staged[change.path] = change.new
         _judge_change(change, history)
+    for change in gitinfo.working_tree_changes(ledger.root):
+        if change.path not in staged or staged[change.path] != change.new:  # said once, for the index
+            _judge_change(change, history)
     return history
 
 
 def _judge_change(change: gitinfo.LedgerChange, history: HistoryReport) -> None:
     problem = semantics.history_problem(change.path, change.old, change.new)
     if problem:
-        where = change.commit if change.commit == "working tree" else f"commit {change.commit[:12]}"
+        where = (
+            change.commit if change.commit in ("working tree", "index") else f"commit {change.commit[:12]}"
+        )
         history.findings.append(
             Finding(change.path, None, f"{where} (parent {change.parent[:12]}) {problem}")
         )
