@@ -28,7 +28,7 @@ class KeyHistory:
 
 def replay(writer: str, keys: list[tuple[int, dict[str, Any]]], maintainer_keys: set[str]) -> KeyHistory:
     """Walk a chain's key entries ``[(line, payload)]`` in order; an invalid one changes nothing."""
-    history, retired = KeyHistory(), set()
+    history, retired = KeyHistory(), set[str]()
     for line, payload in keys:
         problem = _entry_problem(writer, payload, history.current, maintainer_keys, retired)
         if problem:

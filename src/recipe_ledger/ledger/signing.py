@@ -240,7 +240,7 @@ def rotation_payload(writer: str, previous: str, new: str, signer: Any) -> dict[
     return _key_payload("rotate", writer, previous, new, signer)
 
 
-def rotation_grant(writer: str, previous: str, new: str, signer: Any) -> str:
+def rotation_grant(writer: str, previous: str | None, new: str, signer: Any) -> str:
     """The signature a maintainer gives for a rotation (``ledger key grant``), base64."""
     return base64.b64encode(signer.sign(key_message(writer, previous, new))).decode("ascii")
 
