@@ -36,7 +36,7 @@ from pathlib import Path
 
 from synthetic_ledger import write_chains
 
-from recipe_ledger.ledger import actions, chain, gitinfo, signing, validcache
+from recipe_ledger.ledger import actions, chain, gitinfo, seenheads, signing, validcache
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.ledger.verify import verify
 from recipe_ledger.ledger.views import query
@@ -88,7 +88,7 @@ def _append_timings(ledger: Ledger, count: int, snapshot, signed: bool, durable:
     }
     ledger.append("result", payload, writer="bench", git=snapshot)
     if signed:
-        actions.key_init(ledger, writer="bench")
+        actions.key_init(ledger, writer="bench", adopt=True)
     timings = []
     for _ in range(count):
         start = time.perf_counter()
@@ -204,7 +204,9 @@ def _child_cpu(command: list[str]) -> float:
 def _sign_heads(root: Path) -> None:
     ledger = Ledger.open(root)
     for writer in WRITERS:
-        actions.key_init(ledger, writer=writer)
+        os.environ["RECIPE_LEDGER_BOX_ID"] = writer  # the key entry comes from the chain's own box
+        actions.key_init(ledger, writer=writer, adopt=True)
+    os.environ.pop("RECIPE_LEDGER_BOX_ID")
 
 
 def _floor(root: Path, parse: bool) -> None:
@@ -233,7 +235,11 @@ def main() -> None:
     parser.add_argument("--appends", type=int, default=1000)
     parser.add_argument("--dir", type=Path, default=None, help="Work in DIR (default: a temporary folder).")
     args = parser.parse_args()
+    # Unsigned appends are measured as such (a new writer would sign from its first entry), and
+    # the heads each verify has seen are kept in the work folder, never the user's state.
+    os.environ[signing.SIGNING_ENV] = "off"
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        os.environ[seenheads.STATE_DIR_ENV] = str(Path(tmp) / "state")
         print(f"ledger_scale on {os.cpu_count()} cores, work dir {tmp}")
         print(f"load average {os.getloadavg()[0]:.1f} at start")
         (Path(tmp) / "append").mkdir()

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,12 @@ INTEGRATION = REPO_ROOT / "tests" / "integration"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A new writer makes a signing key and starts its chain with a key entry (docs/ledger.md); the
+    # suite's many scratch ledgers would fill the user's key folder and shift every seq, so it is
+    # off here: the tests of signing turn it on with a key folder of their own. The heads each
+    # verify has seen are kept in a folder of this session, never the user's.
+    os.environ.setdefault("RECIPE_LEDGER_SIGNING", "off")
+    os.environ.setdefault("RECIPE_LEDGER_STATE_DIR", tempfile.mkdtemp(prefix="recipe-ledger-state-"))
     # A misspelt name would make CI skip what it means to require: refuse it before collecting.
     try:
         resources.required_resources()

@@ -86,7 +86,7 @@ def test_verify_passes_then_names_file_and_line_of_a_hand_edit(run, tmp_path):
         run("note", f"n{i}")
     ok = run("verify")
     assert ok.exit_code == 0 and ok.output.strip().splitlines()[-1] == "ok: 3 entries in 1 chain(s)"
-    assert "unsigned chain(s)" in ok.output  # no key: reported, not failed
+    assert "warning: ledger/box-a.jsonl: unsigned chain of 'box-a' (3 entries)" in ok.output  # not failed
     path = tmp_path / "ledger" / "box-a.jsonl"
     path.write_bytes(path.read_bytes().replace(b'"n1"', b'"N1"'))
     bad = run("verify")

@@ -146,8 +146,10 @@ def test_a_retraction_by_another_writer_is_refused_and_flagged_unless_a_maintain
 
 def _signed(tmp_path, writer="box"):
     ledger = _ledger(tmp_path, writer=writer, n=2)
-    setup, head = actions.key_init(ledger, writer=writer)
-    assert setup.created_key and setup.added_signer and head["seq"] == 1
+    with pytest.raises(StateError, match="unsigned chain of 2 entries"):
+        actions.key_init(ledger, writer=writer)  # signing an old chain is asked for: --adopt
+    setup, head = actions.key_init(ledger, writer=writer, adopt=True)
+    assert setup.created_key and setup.added_signer and (head["seq"], head["kind"]) == (2, "key")
     assert oct(setup.key_file.stat().st_mode & 0o777) == "0o600"
     ledger.append("note", {"text": "signed on append"}, writer=writer, git=None)
     return ledger
@@ -157,12 +159,12 @@ def test_a_signed_chain_verifies_and_legacy_chains_are_unsigned_not_failed(tmp_p
     ledger = _signed(tmp_path)
     _append_raw(ledger, "legacy", "note", {"schema_version": 1, "text": "old"}, box=None)
     report = verify(ledger)
-    assert report.ok and report.signed == ["box"]
-    assert report.notices == [
-        "1 unsigned chain(s) (legacy, or a writer without a key): legacy;"
-        " `ledger key init` on a writer's own box makes it sign"
+    assert report.ok and report.signed == ["box"] and report.notices == []
+    assert report.warnings == [
+        "ledger/legacy.jsonl: unsigned chain of 'legacy' (1 entries): anyone can rewrite it consistently;"
+        " `RECIPE_LEDGER_WRITER=legacy ledger key init --adopt` on its box signs it from now on"
     ]
-    assert json.loads((ledger.dir / "heads" / "box.json").read_text())["seq"] == 2
+    assert json.loads((ledger.dir / "heads" / "box.json").read_text())["seq"] == 3
 
 
 def test_a_consistently_rewritten_signed_chain_fails_verify(tmp_path):
@@ -171,7 +173,7 @@ def test_a_consistently_rewritten_signed_chain_fails_verify(tmp_path):
     entries[1]["payload"]["text"] = "a better number"
     _rewrite(ledger, entries)
     (message,) = _messages(ledger)
-    assert "the signed head (seq 2" in message and "truncated or rewritten" in message
+    assert "the signed head (seq 3" in message and "truncated or rewritten" in message
     result = CliRunner().invoke(main, ["verify", "--root", str(ledger.root)])
     assert result.exit_code == 1 and "ledger is not whole: 1 problem(s)" in result.output
 
@@ -181,7 +183,7 @@ def test_a_truncated_signed_chain_fails_verify(tmp_path):
     path = ledger.dir / "box.jsonl"
     path.write_bytes(b"".join(line + b"\n" for line in path.read_bytes().splitlines()[:-1]))
     (message,) = _messages(ledger)
-    assert "the signed head (seq 2" in message and "is not in the chain" in message
+    assert "the signed head (seq 3" in message and "is not in the chain" in message
 
 
 def test_an_entry_under_a_signing_writers_name_without_its_key(tmp_path, monkeypatch):
@@ -191,7 +193,7 @@ def test_an_entry_under_a_signing_writers_name_without_its_key(tmp_path, monkeyp
         ledger.append("note", {"text": "impostor"}, writer="box", git=None)
     _append_raw(ledger, "box", "note", {"schema_version": 1, "text": "impostor by hand"})
     (message,) = _messages(ledger)
-    assert "1 entry after the signed head (seq 2) carry no signature" in message
+    assert "1 entry after the signed head (seq 3) carry no signature" in message
 
 
 def test_a_head_signed_by_another_key_or_edited_fails(tmp_path, monkeypatch):
@@ -211,7 +213,7 @@ def test_key_init_again_signs_the_current_head(tmp_path):
     (ledger.dir / "heads" / "box.json").unlink()  # as if the head write never happened
     assert "has no signed head" in _messages(ledger)[0]
     setup, head = actions.key_init(ledger, writer="box")
-    assert not setup.created_key and not setup.added_signer and head["seq"] == 2
+    assert not setup.created_key and not setup.added_signer and head["seq"] == 3
     assert _messages(ledger) == []
 
 

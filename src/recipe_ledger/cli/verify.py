@@ -27,7 +27,8 @@ from recipe_ledger.ledger.store import Ledger
     help="With --history on a shallow clone: fetch the missing history first (git fetch --unshallow).",
 )
 @json_option(
-    "One JSON object: ok, entries, chains, signed, notices, history, unchecked, repaired and findings."
+    "One JSON object: ok, entries, chains, signed, notices, warnings (unsigned chains), history,"
+    " unchecked, repaired and findings."
 )
 @root_option
 def verify(repair: bool, history: bool, fetch: bool, as_json: bool, root: Path) -> None:
@@ -64,6 +65,8 @@ def _print_text(
         click.echo(f"repaired {chain_file}: moved a torn tail of {count} bytes to {quarantine}")
     for finding in findings:
         click.echo(str(finding))
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}")
     for notice in report.notices:
         click.echo(f"note: {notice}")
     if not findings:
@@ -84,6 +87,7 @@ def _as_dict(
         "chains": report.chains,
         "signed": report.signed,
         "notices": report.notices,
+        "warnings": report.warnings,
         "history": history,
         "unchecked": unchecked,
         "repaired": [{"chain": c, "bytes": n, "quarantine": q} for c, n, q in repaired],

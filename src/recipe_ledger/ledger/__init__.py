@@ -11,7 +11,10 @@ Modules, each owning one thing:
   verify_report  what a verify pass saw (ChainState, Seen) and reports (Finding, Report): verify and
              semantics share it, so neither imports the other
   validcache  ids of payloads validated before (verify validates each line once)
-  signing    Ed25519 keys, ledger/allowed_signers and ledger/maintainers, signed chain heads
+  signing    Ed25519 keys, key entries' signatures, ledger/allowed_signers, root_of_trust and
+             maintainers, signed chain heads
+  keyhistory  each writer's key replayed from its chain's key entries (first, rotations)
+  seenheads  the last head of each chain this box saw (outside the repo): heads never move back
   fingerprint  the box a writer's chain is bound to
   gitinfo    every git question (GitPython; the only module importing ``git``)
   gitremote  what ``ledger sync`` asks of git: commit the ledger folder, fetch, merge, push

@@ -39,6 +39,12 @@ def _repo(path: Path) -> git.Repo | None:
         return None
 
 
+def is_work_tree(path: Path) -> bool:
+    """Whether ``path`` is inside a git working tree (with git and GitPython at hand)."""
+    repo = _repo(path)
+    return repo is not None and repo.working_tree_dir is not None
+
+
 def top_level(start: Path) -> Path:
     """The git top level of ``start`` (the default root of every ledger command)."""
     repo = _repo(start)
@@ -241,6 +247,27 @@ def working_tree_changes(root: Path) -> Iterator[LedgerChange]:
         data = disk.read_bytes() if disk.is_file() else None
         if data is None or blob_hash(data) != sha:
             yield LedgerChange("working tree", head.hexsha, path, _read_blob(repo, sha), data)
+
+
+def staged_changes(root: Path) -> Iterator[LedgerChange]:
+    """Ledger files in the index compared with HEAD's copies: what is staged for the next commit,
+    even when the working tree was put back afterwards."""
+    repo = _repo(root)
+    if repo is None:
+        return
+    try:
+        head = repo.head.commit
+    except ValueError:
+        return
+    staged = {
+        os.fspath(path): entry.hexsha
+        for (path, _stage), entry in repo.index.entries.items()
+        if os.fspath(path).startswith(LEDGER_DIR + "/")
+    }
+    for path, sha in _blobs(_ledger_tree(head.tree)).items():
+        if staged.get(path) != sha:
+            new = _read_blob(repo, staged[path]) if path in staged else None
+            yield LedgerChange("index", head.hexsha, path, _read_blob(repo, sha), new)
 
 
 def _changes(

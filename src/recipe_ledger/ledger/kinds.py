@@ -9,7 +9,17 @@ from __future__ import annotations
 
 FORMAT_VERSION = 1  # the envelope / line layout; see chain.py
 
-KINDS = ("result", "failure", "calibration", "release", "retraction", "reproduction", "note", "witness")
+KINDS = (
+    "result",
+    "failure",
+    "calibration",
+    "release",
+    "retraction",
+    "reproduction",
+    "note",
+    "witness",
+    "key",
+)
 
 # The relations that change another entry's folded status, and the one kind allowed to use each:
 # a note carrying `retracts` would otherwise retract through the back door.

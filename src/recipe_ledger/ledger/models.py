@@ -362,6 +362,36 @@ class WitnessPayload(Payload):
     heads: dict[str, WitnessedHead] = Field(min_length=1)
 
 
+SshKey = Annotated[str, Field(pattern=r"^ssh-ed25519 [A-Za-z0-9+/]+={0,2}$")]
+
+
+class KeyPayload(Payload):
+    """The writer's signing key from this entry on: its first key, or a rotation (signing.py).
+
+    ``first``: the chain's first key entry (``ledger init``, the first append, ``ledger key init
+    --adopt``), signed by the key itself. ``rotate``: replaces ``previous_key`` and is signed by it,
+    or by a maintainer key of ``ledger/root_of_trust`` when the old key is lost. ``signature`` is
+    base64 Ed25519 over ``signing.key_message(writer, previous_key, public_key)``. ``ledger verify``
+    replays these entries to know each writer's key; ``ledger/allowed_signers`` must agree.
+    """
+
+    kind: ClassVar[str] = "key"
+    schema_version: Literal[1] = 1
+    action: Literal["first", "rotate"]
+    public_key: SshKey
+    previous_key: SshKey | None = None
+    signed_by: SshKey
+    signature: str = Field(pattern=r"^[A-Za-z0-9+/]{86}==$")  # 64 bytes
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KeyPayload:
+        if self.action == "first" and (self.previous_key is not None or self.signed_by != self.public_key):
+            raise ValueError("a first key has no previous_key and is signed by itself")
+        if self.action == "rotate" and (self.previous_key is None or self.previous_key == self.public_key):
+            raise ValueError("a rotation names the previous_key it replaces, a different key")
+        return self
+
+
 MODELS: dict[str, type[Payload]] = {
     m.kind: m
     for m in (
@@ -373,6 +403,7 @@ MODELS: dict[str, type[Payload]] = {
         ReproductionPayload,
         NotePayload,
         WitnessPayload,
+        KeyPayload,
     )
 }
 assert tuple(MODELS) == KINDS, "kinds.KINDS must name exactly the payload models"

@@ -2,7 +2,8 @@
 every published string passes. The tables and the site both read the ledger through this module,
 so they publish from the same view by the same rules:
 
-- the ledger must verify (``ledger verify``); ``load_verified`` refuses it otherwise;
+- the ledger must pass ``ledger verify --history`` (``verify.require_whole``, the check ``sync`` and
+  ``release publish`` make too); ``load_verified`` refuses it otherwise;
 - a retracted entry feeds no published number (``LedgerView.published``), though it stays in the
   ledger and, struck through, on the site;
 - shown text is redacted against the secret-named environment, snapshotted once per build
@@ -18,10 +19,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from recipe_ledger.errors import StateError
 from recipe_ledger.ledger.fold import fold_statuses
 from recipe_ledger.ledger.store import Ledger
-from recipe_ledger.ledger.verify import verify
+from recipe_ledger.ledger.verify import require_whole
 from recipe_ledger.redact import is_secret_env_name, redact_text
 
 
@@ -39,16 +39,9 @@ class LedgerView:
 
 
 def load_verified(root: Path) -> LedgerView:
-    """The ledger under ``root``, refused unless every chain verifies."""
+    """The ledger under ``root``, refused unless it passes ``ledger verify --history``."""
     ledger = Ledger.open(root)
-    report = verify(ledger)
-    if not report.ok:
-        shown = "; ".join(str(f) for f in report.findings[:3])
-        raise StateError(
-            f"the ledger does not verify, so nothing is published from it: {shown}",
-            where=str(ledger.dir),
-            hint="ledger verify",
-        )
+    require_whole(ledger, "published from it")
     return view_of(ledger.entries())
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from recipe_ledger.errors import InputError
-from recipe_ledger.ledger import chain, signing
+from recipe_ledger.ledger import chain, keyhistory, signing
 from recipe_ledger.ledger.verify_report import Finding, Report, Seen
 
 if TYPE_CHECKING:
@@ -69,41 +69,64 @@ def _witnesses(seen: Seen, report: Report) -> None:
 
 def _heads(ledger: Ledger, seen: Seen, report: Report) -> None:
     signers = _trust_file(report, ledger, signing.allowed_signers)
-    unsigned = []
-    writers = sorted(set(seen.chains) | _head_files(ledger))
-    for writer in writers:
+    root = _trust_file(report, ledger, signing.root_of_trust)
+    maintainer_keys = {key for keys in root.values() for key in keys}
+    for writer in sorted(set(seen.chains) | _head_files(ledger) | set(signers)):
         state = seen.chains.get(writer)
-        ids = state.ids if state is not None else []
         rel = state.rel if state is not None else f"ledger/{writer}.jsonl"
+        history = keyhistory.replay(writer, state.keys if state is not None else [], maintainer_keys)
+        for line, message in history.problems:
+            _finding(report, rel, line, message)
         record = state.head if state is not None else signing.read_head(ledger.dir, writer)
-        problem = _head_problem(record, writer, ids, signers.get(writer, set()))
+        ids = state.ids if state is not None else []
+        problem = _head_problem(record, writer, ids, history, signers.get(writer, set()))
         if problem == "unsigned":
-            unsigned.append(writer)
+            if state is not None:
+                report.warnings.append(_unsigned_warning(rel, writer, len(ids)))
         elif problem:
             _finding(report, rel, None, problem)
         else:
             report.signed.append(writer)
-    if unsigned:
-        report.notices.append(
-            f"{len(unsigned)} unsigned chain(s) (legacy, or a writer without a key): {', '.join(unsigned)};"
-            " `ledger key init` on a writer's own box makes it sign"
-        )
 
 
-def _head_problem(record: dict | None, writer: str, ids: list[str], allowed: set[str]) -> str | None:
-    if not allowed:
-        if record is None:
-            return "unsigned"
-        return f"has a signed head (ledger/heads/{writer}.json) but no key in ledger/{signing.SIGNERS_FILE}"
-    if record is None:
+def _unsigned_warning(rel: str, writer: str, entries: int) -> str:
+    return (
+        f"{rel}: unsigned chain of {writer!r} ({entries} entries): anyone can rewrite it consistently;"
+        f" `RECIPE_LEDGER_WRITER={writer} ledger key init --adopt` on its box signs it from now on"
+    )
+
+
+def _head_problem(
+    record: dict | None, writer: str, ids: list[str], history: keyhistory.KeyHistory, listed: set[str]
+) -> str | None:
+    key = history.current
+    if key is None:
+        return _keyless_problem(record, writer, listed)
+    if listed != {key}:
+        shown = ", ".join(sorted(signing.fingerprint(k) for k in listed)) or "no key"
         return (
-            f"{writer!r} is listed in ledger/{signing.SIGNERS_FILE} but its chain has no signed head"
-            f" (ledger/heads/{writer}.json)"
+            f"ledger/{signing.SIGNERS_FILE} gives {writer!r} {shown}, but its chain's key entries"
+            f" (line {history.line}) give {signing.fingerprint(key)}: a key changes only through a"
+            " rotation entry signed by the old key (`ledger key rotate`)"
         )
-    problem = signing.signature_problem(record, writer, allowed)
+    if record is None:
+        return f"{writer!r} signs its chain (a key entry) but has no signed head (ledger/heads/{writer}.json)"
+    problem = signing.signature_problem(record, writer, {key})
     if problem:
         return problem
     return _head_matches(record, writer, ids)
+
+
+def _keyless_problem(record: dict | None, writer: str, listed: set[str]) -> str | None:
+    """A chain without a key entry: unsigned, unless a key or a head claims otherwise."""
+    if listed:
+        return (
+            f"{writer!r} is listed in ledger/{signing.SIGNERS_FILE} but its chain has no key entry:"
+            f" the chain's own key entries name a writer's key (`ledger key init --adopt` on its box)"
+        )
+    if record is not None:
+        return f"has a signed head (ledger/heads/{writer}.json) but no key entry in its chain"
+    return "unsigned"
 
 
 def _head_matches(record: dict[str, Any], writer: str, ids: list[str]) -> str | None:
@@ -146,9 +169,12 @@ def history_problem(path: str, old: bytes, new: bytes | None) -> str | None:
 
     Chains and quarantine files may only grow. A signed head file is replaced on every append, but
     its ``seq`` only ever grows. The trust files (allowed_signers, maintainers) are policy, reviewed
-    like code: any change is allowed here.
+    like code: any change is allowed here (verify holds allowed_signers to the chains' key
+    entries). The root of trust is committed once: any later change is refused.
     """
     parts = path.split("/")
+    if parts[-1] == signing.ROOT_FILE:
+        return None if new == old else f"changed ledger/{signing.ROOT_FILE}, which is committed once"
     if parts[-1] in _POLICY_FILES:
         return None
     if len(parts) >= 2 and parts[-2] == signing.HEADS_DIR:

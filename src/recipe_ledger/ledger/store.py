@@ -240,18 +240,63 @@ class Ledger:
         """Validate, redact, stamp and append one entry; return it as stored.
 
         ``git`` defaults to a snapshot taken now; a runner passes the snapshot it took at launch
-        (that is the state the number belongs to), and None records no git state.
+        (that is the state the number belongs to), and None records no git state. A new writer's
+        first append makes its key and writes the chain's ``key`` entry first (signing.py).
         """
+        key = signing.signing_key(self.dir, writer)  # None: an unsigned writer; refused: not this box's
+        if key is None and signing.signs_new_writers() and self._is_new_chain(writer):
+            key = self.start_signing(writer)
+        return self.append_with_key(
+            kind, payload, writer=writer, key=key, refs=refs, git=git, clock=clock, durable=durable
+        )
+
+    def start_signing(self, writer: str) -> Any:
+        """Give a new writer its key (made on this box unless it has one, listed in allowed_signers)
+        and start its chain with the ``key`` entry; return the private key."""
+        path = signing.key_path(check_writer(writer))
+        signing.ensure_key_file(path)
+        key = signing.load_private(path)
+        signing.list_signer(self.dir, writer, signing.public_text(key))
+        try:
+            self.append_with_key(
+                "key", signing.first_key_payload(writer, key), writer=writer, key=key, git=None, first=True
+            )
+        except _ChainStarted:
+            pass  # another process started this chain meanwhile (with this box's same key file)
+        return key
+
+    def _is_new_chain(self, writer: str) -> bool:
+        try:
+            return self.chain_path(writer).stat().st_size == 0
+        except FileNotFoundError:
+            return True
+
+    def append_with_key(
+        self,
+        kind: str,
+        payload: Payload | dict[str, Any],
+        *,
+        writer: str,
+        key: Any,
+        refs: Sequence[RefSpec] = (),
+        git: Any = _AUTO,
+        clock: Callable[[], str] = chain.utc_now,
+        durable: bool = True,
+        first: bool = False,
+    ) -> dict[str, Any]:
+        """``append`` with the head signed by ``key`` (None: unsigned). A rotation passes the new
+        key, which ``signing_key`` does not know yet; ``first``: only onto an empty chain."""
         self.check_format()
         fields = self._body_fields(kind, payload, writer, refs, git)
         fields["box"] = box = box_fingerprint()
-        key = signing.signing_key(self.dir, writer)  # None: an unsigned writer; refused: not this box's
         # Refuse an oversized entry before touching the chain file (the real line differs only in
         # seq, prev and ts, which this worst case already counts).
         _check_size(chain.encode_line({**fields, "seq": 10**12, "prev": "0" * 64, "ts": clock()})[1], kind)
 
         def make_line(head: dict[str, Any] | None) -> bytes:
             # Runs under the chain's lock: seq and prev come from the line that is really last.
+            if first and head is not None:
+                raise _ChainStarted
             _check_same_box(head, box, writer)
             body = {
                 **fields,
@@ -323,6 +368,10 @@ def _check_same_box(head: dict[str, Any] | None, box: str, writer: str) -> None:
         )
 
 
+class _ChainStarted(Exception):
+    """A chain's first key entry found the chain already started by another process."""
+
+
 class Rejected(NamedTuple):
     """An entry a read left out: where it is, and why."""
 
@@ -374,7 +423,10 @@ def _clean_payload(kind: str, payload: Payload | dict[str, Any]) -> Payload:
 
     data = payload.model_dump(mode="json", exclude_none=True) if isinstance(payload, Payload) else payload
     # Redact before validation: a secret must never reach the bytes that get hashed and committed.
-    return validate_payload(kind, redact_obj(data), where=f"{kind} payload")
+    # A key entry holds only public keys and signatures this tool computed (nothing typed by a
+    # person), whose base64 a secret detector would take for a token and so break the signature.
+    cleaned = data if kind == "key" else redact_obj(data)
+    return validate_payload(kind, cleaned, where=f"{kind} payload")
 
 
 def _check_size(line: bytes, kind: str) -> None:

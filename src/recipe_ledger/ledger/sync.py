@@ -1,7 +1,10 @@
 """`ledger sync`: share this box's chain through a git remote and take everyone else's.
 
 One round is: commit what changed under ``ledger/``, fetch, merge the remote's branch, verify the
-merged ledger, push. Per-writer chain files are what make the merge conflict-free (each box only
+merged ledger (``verify`` and ``verify --history``, as tables and site do), push. A merge may only
+extend this box's chains: one that would replace a local chain with a rewrite of it (another box's
+consistent rewrite of an unsigned chain) is undone and refused, naming the first differing entry.
+Per-writer chain files are what make the merge conflict-free (each box only
 appends to its own file); a merge that conflicts anyway is aborted and refused, never resolved here.
 A merged ledger that does not verify is undone (HEAD goes back to this box's own commit) before
 anything is pushed. A push the remote rejects because it moved on since the fetch starts a new round;
@@ -20,9 +23,9 @@ from pathlib import Path
 from typing import Protocol
 
 from recipe_ledger.errors import StateError
-from recipe_ledger.ledger import gitremote
+from recipe_ledger.ledger import chain, gitremote
 from recipe_ledger.ledger.store import Ledger
-from recipe_ledger.ledger.verify import verify
+from recipe_ledger.ledger.verify import whole
 from recipe_ledger.ledger.verify_report import Report
 
 MAX_ROUNDS = 5  # pushes rejected as stale before giving up: each round is a fresh fetch and merge
@@ -65,8 +68,7 @@ def sync(
 ) -> SyncResult:
     """Commit, fetch, merge, verify and push the ledger of the clone at ``root``."""
     ledger = Ledger.open(root)
-    report = verify(ledger)
-    _refuse_broken(report, ledger, "before syncing")  # never push a ledger that is not whole
+    report = _whole(ledger, "before syncing")  # never push a ledger that is not whole
     before = report.entries
     repo = checkout or gitremote.open_checkout(root, remote)
     committed = repo.commit_ledger()
@@ -108,24 +110,54 @@ def _fetch_merge_verify(repo: Checkout, ledger: Ledger) -> Report | None:
     if theirs is None:  # the remote has no such branch yet: the push creates it
         return None
     ours = repo.head()
+    before = {path.name: path.read_bytes() for path in ledger.chain_files()}
     if not repo.merge(theirs):
         return None
     ledger.refresh()
-    report = verify(ledger)
-    if not report.ok:
+    try:
+        _refuse_rewrites(before, ledger, repo.tracking_ref)
+        return _whole(ledger, f"after merging {repo.tracking_ref} (the merge was undone)")
+    except StateError:
         repo.undo_merge(ours)
         ledger.refresh()
-        _refuse_broken(report, ledger, f"after merging {repo.tracking_ref} (the merge was undone)")
+        raise
+
+
+def _refuse_rewrites(before: dict[str, bytes], ledger: Ledger, ref: str) -> None:
+    """Refuse a merge that changed or cut a local chain instead of appending to it."""
+    for name, old in sorted(before.items()):
+        path = ledger.dir / name
+        new = path.read_bytes() if path.is_file() else b""
+        if new.startswith(old):
+            continue
+        raise StateError(
+            f"merging {ref} would replace {ledger.rel(path)} with a rewrite of it:"
+            f" {_first_difference(old, new)}; the merge was undone and nothing was pushed",
+            where=ledger.rel(path),
+            hint=f"ask the box that pushed {ref} to restore the chain as this box has it"
+            f" (git log -p -- {ledger.rel(path)})",
+        )
+
+
+def _first_difference(old: bytes, new: bytes) -> str:
+    """The first entry of ``old`` that ``new`` does not hold byte for byte, as file line, seq and id."""
+    old_lines, new_lines = old.splitlines(), new.splitlines()
+    for number, line in enumerate(old_lines, 1):
+        if number > len(new_lines) or new_lines[number - 1] != line:
+            entry_id = line[chain.ID_START : chain.ID_END].decode("ascii", "replace")
+            state = "is gone" if number > len(new_lines) else "differs"
+            return f"line {number} (seq {number - 1}, {entry_id[:12]}) {state}"
+    return "the file was cut"
+
+
+def _whole(ledger: Ledger, when: str) -> Report:
+    report, findings, unchecked = whole(ledger)
+    if findings or unchecked:
+        first = findings[0] if findings else f"could not check {unchecked}"
+        more = f" and {len(findings) - 1} more" if len(findings) > 1 else ""
+        raise StateError(
+            f"the ledger is not whole {when}: {first}{more}; nothing was pushed",
+            where=ledger.rel(ledger.dir),
+            hint="ledger verify --history" + (" --fetch" if unchecked and not findings else ""),
+        )
     return report
-
-
-def _refuse_broken(report: Report, ledger: Ledger, when: str) -> None:
-    if report.ok:
-        return
-    first = report.findings[0]
-    more = f" and {len(report.findings) - 1} more" if len(report.findings) > 1 else ""
-    raise StateError(
-        f"the ledger is not whole {when}: {first}{more}; nothing was pushed",
-        where=ledger.rel(ledger.dir),
-        hint="ledger verify",
-    )

@@ -34,7 +34,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from recipe_ledger.errors import InputError, StateError
-from recipe_ledger.ledger import chain, gitinfo, semantics, signing, validcache
+from recipe_ledger.ledger import chain, gitinfo, seenheads, semantics, signing, validcache
 from recipe_ledger.ledger.kinds import FORMAT_VERSION, STATUS_RELATIONS
 from recipe_ledger.ledger.store import Ledger, envelope_problem
 from recipe_ledger.ledger.verify_report import ChainState, Finding, Report, Seen
@@ -43,11 +43,15 @@ TS_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 FUTURE_SLACK = timedelta(days=1)  # clocks drift; a day ahead is a wrong clock or a forged date
 
 
-def verify(ledger: Ledger, *, now: datetime | None = None, cache: bool = True) -> Report:
+def verify(
+    ledger: Ledger, *, now: datetime | None = None, cache: bool = True, remember: bool = True
+) -> Report:
     """Check every chain under ``ledger/``, every entry's meaning and every signed head.
 
     ``cache``: skip the payload validation of lines validated before under the same models (their
     bytes are still hashed and every other check still runs), and remember the ones validated now.
+    ``remember``: a ledger that verifies has its chain heads recorded as this box's last seen
+    (seenheads.py); a later verify fails a chain that moved back from them either way.
     """
     ledger.check_format()
     report, seen = Report(), Seen()
@@ -64,6 +68,7 @@ def verify(ledger: Ledger, *, now: datetime | None = None, cache: bool = True) -
         report.chains += 1
         report.findings.extend(state.findings)
     semantics.check(ledger, seen, report)
+    _check_seen_heads(ledger, seen, report, remember=remember)
     if cache:
         validcache.remember_valid(i for state in seen.chains.values() for i in state.validated)
     newer = sum(state.newer for state in seen.chains.values())
@@ -71,6 +76,54 @@ def verify(ledger: Ledger, *, now: datetime | None = None, cache: bool = True) -
         report.notices.append(
             f"{newer} payload(s) of a newer schema than this tool reads were not checked"
             " (pip install -U recipe-ledger)"
+        )
+    return report
+
+
+def _check_seen_heads(ledger: Ledger, seen: Seen, report: Report, *, remember: bool) -> None:
+    """A chain may not move back from the head this box saw last; a whole ledger's heads are kept."""
+    for writer, head in seenheads.remembered(ledger.dir).items():
+        state = seen.chains.get(writer)
+        problem = seenheads.went_back(head, state.ids if state is not None else [])
+        if problem:
+            rel = state.rel if state is not None else f"{ledger.rel(ledger.dir)}/{writer}.jsonl"
+            report.findings.append(Finding(rel, None, f"{problem} (seen heads: {seenheads.state_file()})"))
+    if remember and report.ok:
+        seenheads.remember(
+            ledger.dir, {w: (len(s.ids) - 1, s.ids[-1]) for w, s in seen.chains.items() if s.ids}
+        )
+
+
+def whole(ledger: Ledger) -> tuple[Report, list[Finding], str | None]:
+    """``ledger verify`` and ``ledger verify --history`` at once: the report, every finding of
+    both, and what the history could not check (a shallow clone's missing commits), or None.
+
+    Outside a git working tree there is no history to check (a copy of the tree on a lent box).
+    """
+    report = verify(ledger)
+    if not gitinfo.is_work_tree(ledger.root):
+        return report, list(report.findings), None
+    past = verify_history(ledger)
+    return report, report.findings + past.findings, past.unchecked
+
+
+def require_whole(ledger: Ledger, doing: str) -> Report:
+    """What ``tables``, ``site``, ``sync`` and ``release publish`` ask first: ``whole``, or a
+    StateError naming the first problem. A shallow clone whose history is missing is refused too:
+    what it could not check may hide a rewrite."""
+    report, findings, unchecked = whole(ledger)
+    if findings:
+        more = f" and {len(findings) - 1} more" if len(findings) > 1 else ""
+        raise StateError(
+            f"the ledger does not verify, so nothing is {doing}: {findings[0]}{more}",
+            where=ledger.rel(ledger.dir),
+            hint="ledger verify --history",
+        )
+    if unchecked:
+        raise StateError(
+            f"could not check {unchecked}, so nothing is {doing}",
+            where=str(ledger.root),
+            hint="ledger verify --history --fetch",
         )
     return report
 
@@ -219,6 +272,8 @@ def _collect(entry: dict, number: int, state: ChainState, seen: Seen) -> None:
     kind = entry["kind"]
     if kind == "retraction":
         seen.retractions.append((state.rel, number, entry["writer"], str(entry["payload"].get("target"))))
+    elif kind == "key":
+        state.keys.append((number, entry["payload"]))
     elif kind == "witness" and isinstance(entry["payload"].get("heads"), dict):
         seen.witnesses.append((state.rel, number, entry["writer"], entry["payload"]["heads"]))
 
@@ -259,7 +314,7 @@ class HistoryReport:
 
 
 def verify_history(ledger: Ledger, *, fetch: bool = False) -> HistoryReport:
-    """Every commit (and the working tree against HEAD) may only append to the ledger's chains.
+    """Every commit (and the index and working tree against HEAD) may only append to the chains.
 
     Signed head files may be replaced, but their ``seq`` may never go back. On a shallow clone the
     history is fetched first when ``fetch`` (``git fetch --unshallow``); otherwise the commits at
@@ -271,15 +326,22 @@ def verify_history(ledger: Ledger, *, fetch: bool = False) -> HistoryReport:
     history.unchecked = gitinfo.shallow_boundary(ledger.root)
     for change in gitinfo.ledger_changes(ledger.root):
         _judge_change(change, history)
-    for change in gitinfo.working_tree_changes(ledger.root):
+    staged = {}
+    for change in gitinfo.staged_changes(ledger.root):
+        staged[change.path] = change.new
         _judge_change(change, history)
+    for change in gitinfo.working_tree_changes(ledger.root):
+        if change.path not in staged or staged[change.path] != change.new:  # said once, for the index
+            _judge_change(change, history)
     return history
 
 
 def _judge_change(change: gitinfo.LedgerChange, history: HistoryReport) -> None:
     problem = semantics.history_problem(change.path, change.old, change.new)
     if problem:
-        where = change.commit if change.commit == "working tree" else f"commit {change.commit[:12]}"
+        where = (
+            change.commit if change.commit in ("working tree", "index") else f"commit {change.commit[:12]}"
+        )
         history.findings.append(
             Finding(change.path, None, f"{where} (parent {change.parent[:12]}) {problem}")
         )

@@ -28,7 +28,8 @@ class Report:
     entries: int = 0
     chains: int = 0
     findings: list[Finding] = field(default_factory=list)
-    notices: list[str] = field(default_factory=list)  # true, worth saying, not a failure (unsigned chains)
+    notices: list[str] = field(default_factory=list)  # true, worth saying, not a failure
+    warnings: list[str] = field(default_factory=list)  # not a failure, but a risk: an unsigned chain
     signed: list[str] = field(default_factory=list)  # writers whose head signature verified
 
     @property
@@ -55,6 +56,7 @@ class ChainState:
     validated: list[str] = field(default_factory=list)  # ids whose payload validated now
     ids: list[str] = field(default_factory=list)  # by seq, for signed heads and witnesses
     head: dict | None = None  # the signed head record read with the chain (signing.read_head)
+    keys: list[tuple[int, dict]] = field(default_factory=list)  # (line, payload) of its key entries
     findings: list[Finding] = field(default_factory=list)
 
     def add(self, line: int | None, message: str, torn: bool = False) -> None:

@@ -19,6 +19,7 @@ _SUMMARY_FIELDS = {
     "result": ("text", "subject"),
     "calibration": ("text", "instrument"),
     "reproduction": ("outcome", "text"),
+    "key": ("action",),
 }
 
 

@@ -36,6 +36,7 @@ from recipe_ledger.ledger.models import (
     validate_payload,
 )
 from recipe_ledger.ledger.store import Ledger
+from recipe_ledger.ledger.verify import require_whole
 from recipe_ledger.pipeline.clean_tree import refusal, require_clean_tree
 from recipe_ledger.pipeline.run import repo_relative
 from recipe_ledger.recipes.flags import parse_flags
@@ -81,7 +82,11 @@ def publish(
     writer: str,
     allow_dirty: bool = False,
 ) -> dict[str, Any]:
-    """Append the release ``lane``@``version`` described by ``spec_path``; return the entry."""
+    """Append the release ``lane``@``version`` described by ``spec_path``; return the entry.
+
+    Refused unless the ledger passes ``ledger verify --history``: a release's numbers come from it.
+    """
+    require_whole(ledger, "published")
     draft = _drafted(ledger, repo, spec_path, lane, version)
     git = require_clean_tree(repo, [spec_path], allow_dirty=allow_dirty)
     return ledger.append("release", draft.fields, writer=writer, git=git)
