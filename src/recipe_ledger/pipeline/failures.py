@@ -85,6 +85,7 @@ def cause_class_of(error: BaseException) -> str:
             "port_in_use": "config",
             "image_missing": "config",
             "docker_unavailable": "config",
+            "impostor": "config",  # another process held the port: the machine, not the server
             # /health answered but a real generation did not: the server is up and wrong.
             "generate_failed": "bad-output",
         }.get(error.cause, "no-boot")
