@@ -127,7 +127,11 @@ def ownership_problem(host: str, port: int, roots: Iterable[int], tag: str | Non
         holder = holder_of(listener.inode, members)
         if holder is None and unreadable:
             continue  # a container's processes this user cannot read, and no one else holds it
-        who = f"pid {holder} ({procs.command_line(holder)[:200]})" if holder else "a process this user cannot see"
+        who = (
+            f"pid {holder} ({procs.command_line(holder)[:200]})"
+            if holder
+            else "a process this user cannot see"
+        )
         return (
             f"{listener.address}:{port} is held by {who}, not by the launched server"
             f" (pid {', '.join(map(str, roots))}) or its workers"

@@ -169,6 +169,7 @@ def recording_failure(ctx: RunContext, stage: str) -> Iterator[StageTracker]:
         raise typed from error
     finally:
         runs.redact_logs(ctx.run_dir, _launched_env(ctx))
+        ctx.release_lock()  # its entry is written (or this stage ended): no longer under way
 
 
 def _launched_env(ctx: RunContext) -> dict[str, str]:
