@@ -12,18 +12,19 @@ import pytest
 
 from recipe_ledger.launch import owner, procs
 
-# Two lines of a real /proc/net/tcp (little-endian words): 127.0.0.1:18766 listening, and an
-# established connection that is not a listener.
+# Lines of /proc/net/tcp and tcp6 as a little-endian machine writes them, cut after the inode
+# column: 127.0.0.1:18766 listening, then an established connection on it (not a listener).
 TCP = """\
   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 0100007F:494E 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 59516 1 0 100 0 0 10 0
-   1: 0100007F:494E 0100007F:D2C4 01 00000000:00000000 00:00000000 00000000     0        0 61000 1 0 20 4 30 10 -1
+   0: 0100007F:494E 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 59516
+   1: 0100007F:494E 0100007F:D2C4 01 00000000:00000000 00:00000000 00000000     0        0 61000
 """
 # :: (any address) on 8000 and ::ffff:127.0.0.1 (IPv4-mapped) on 8001.
-TCP6 = """\
-  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 00000000000000000000000000000000:1F40 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 7001 1 0 100 0 0 10 0
-   1: 0000000000000000FFFF00000100007F:1F41 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 7002 1 0 100 0 0 10 0
+ANY6 = "00000000000000000000000000000000"
+TCP6 = f"""\
+  sl  local_address remote_address st tx_queue rx_queue tr tm->when retrnsmt uid timeout inode
+   0: {ANY6}:1F40 {ANY6}:0000 0A 00000000:00000000 00:00000000 00000000 0 0 7001
+   1: 0000000000000000FFFF00000100007F:1F41 {ANY6}:0000 0A 00000000:00000000 00:00000000 00000000 0 0 7002
 """
 
 needs_proc = pytest.mark.skipif(not Path("/proc/net/tcp").is_file(), reason="needs Linux /proc")
