@@ -391,3 +391,41 @@ def test_an_impostor_bound_before_real_vllm_is_refused(tmp_path) -> None:
     assert isinstance(failure, BootFailure) and failure.cause == "impostor", failure
     assert f"pid {impostor.pid}" in str(failure)
     assert wait_for(lambda: port_is_free(HOST, spec.port), timeout_s=60)
+
+
+def test_a_container_whose_owner_died_with_its_watchdog_is_removed_by_the_next_launch(
+    docker_client, busybox_image
+) -> None:  # type: ignore[no-untyped-def]
+    import socket as sockets
+
+    from recipe_ledger.launch.containers import (
+        LABEL_MANAGED,
+        LABEL_OWNER,
+        LABEL_RUN,
+        owner_label,
+        remove_orphans,
+    )
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    gone_identity = f"{procs.boot_id()}:1"  # a start time no live process of this pid has
+    run_id = f"orphan-{os.urandom(6).hex()}"
+    labels = {LABEL_MANAGED: "1", LABEL_RUN: run_id}
+    orphan = docker_client.containers.create(
+        busybox_image.id,
+        command=["/bin/busybox", "sleep", "600"],
+        labels={**labels, LABEL_OWNER: f"{sockets.gethostname()} {dead.pid} {gone_identity}"},
+    )
+    alive = docker_client.containers.create(
+        busybox_image.id,
+        command=["/bin/busybox", "sleep", "600"],
+        labels={**labels, LABEL_OWNER: owner_label()},
+    )
+    try:
+        removed = remove_orphans(docker_client)
+        assert orphan.name in removed and alive.name not in removed
+        assert containers_of(docker_client, run_id) == [alive.id]
+    finally:
+        for container in (orphan, alive):
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
