@@ -73,7 +73,7 @@ def log_says(path: Path, words: str) -> bool:
 HOLDING_PROBE = textwrap.dedent("""\
     import json, os, sys, time
     arm, point, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    if arm == "fast" and repeat == 1:
+    if arm == os.environ.get("PROBE_HOLD_ARM", "fast") and repeat == 1:
         open(os.environ["PROBE_HOLDING"], "w").close()
         time.sleep(600)
     print(json.dumps({"output_tps_total": {"fast": 130.0}.get(arm, 100.0) * point}))
@@ -429,3 +429,68 @@ def test_a_container_whose_owner_died_with_its_watchdog_is_removed_by_the_next_l
         for container in (orphan, alive):
             with contextlib.suppress(Exception):
                 container.remove(force=True)
+
+
+def environ_holds(pid: int, text: str) -> bool:
+    try:
+        return text.encode() in (Path("/proc") / str(pid) / "environ").read_bytes()
+    except OSError:
+        return False
+
+
+def test_kill_9_of_ledger_run_serving_real_vllm_leaves_nothing_and_is_recorded(tmp_path) -> None:
+    require("vllm", "the kill -9 test of `ledger run` against a real vLLM")
+    from helpers.resources import SERVE_VLLM, TINY_MODEL
+    from helpers.servers import VLLM_ENV
+
+    repo = stand_in_repo(tmp_path)
+    port, holding, cache = free_port(), tmp_path / "holding", tmp_path / "vllm-cache"
+    (repo / "scripts" / "probe.py").write_text(HOLDING_PROBE)
+    spec = json.loads(experiment_yaml(port, []))
+    serve = [
+        str(SERVE_VLLM),
+        "serve",
+        str(TINY_MODEL),
+        "--served-model-name",
+        "tiny",
+        "--max-model-len",
+        "1024",
+    ]
+    spec["control"] = {
+        "argv": [*serve, "--dtype", "bfloat16", "--enforce-eager"],
+        "env": {**VLLM_ENV, "VLLM_CACHE_ROOT": str(cache)},
+    }
+    spec["candidates"]["fast"] = {
+        "argv": [*spec["control"]["argv"], "--seed", "1"],
+        "env": spec["control"]["env"],
+    }
+    spec["server"]["health_timeout_s"] = 300
+    write_committed(repo, "experiments/x.yaml", json.dumps(spec))
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "recipe_ledger.cli", "run", "experiments/x.yaml", "--no-mlflow"],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "runner.err").open("w"),
+        env={**os.environ, "PROBE_HOLDING": str(holding), "PROBE_HOLD_ARM": "aa-control"},
+    )
+    try:
+        assert wait_for(lambda: holding.exists() or runner.poll() is not None, timeout_s=400)
+        assert holding.exists(), (tmp_path / "runner.err").read_text()[-3000:]
+        served = [s.pid for s in procs.all_stats() if environ_holds(s.pid, f"VLLM_CACHE_ROOT={cache}")]
+        assert served and not port_is_free(HOST, port)
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert wait_for(lambda: all(pid_is_gone(pid) for pid in served), timeout_s=120), "vLLM left running"
+    assert wait_for(lambda: port_is_free(HOST, port), timeout_s=60)
+    assert wait_for(lambda: not processes_naming(f"--parent {runner.pid}"), timeout_s=30)
+    result = ledger(repo, "run", "experiments/x.yaml", "--plan")  # planning only: records nothing
+    assert "recorded failure entry" not in result.stdout + result.stderr
+    assert [e["kind"] for e in entries(repo)] == []
+    note_id = ledger(repo, "note", "after the kill").stdout.split()[-1][:12]
+    ledger(repo, "show", note_id)
+    (failure,) = [e for e in entries(repo) if e["kind"] == "failure"]
+    assert f"the ledger process {runner.pid} died" in failure["payload"]["cause"]
+    assert "measured so far: nothing" in failure["payload"]["cause"]
