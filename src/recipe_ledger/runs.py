@@ -9,7 +9,11 @@ ledger entry references them by content hash. The folder holds:
 - ``calibration.jsonl``: the same records for the A/A launches of the control;
 - ``summary.json``: the experiment record of the result entry;
 - ``raw/`` and ``server-*.log``: the instruments' own files and the server logs (their writers own
-  their format; this module only names the folder).
+  their format; this module only names the folder);
+- ``lock.json``: while the run is under way, who runs it (pid, the process's start identity, host,
+  writer, git stamp), held with ``flock`` by that process for its whole life and removed when the
+  run has its entry. A lock whose process is gone (``kill -9``, a crash, a reboot) marks an
+  **abandoned** run: ``claim_abandoned`` hands it to the one command that records its failure.
 
 **Secrets and paths.** Every file this module writes is redacted first (``redact``): plan.json and
 summary.json hold the arms' argv and env, and evidence/ commits exactly these files. The server and
@@ -31,16 +35,20 @@ records *and* a ``Problem`` per bad line (file:line and why); a caller either ra
 
 from __future__ import annotations
 
+import datetime as dt
+import fcntl
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+import socket
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.instruments.base import sha256_file
+from recipe_ledger.launch import procs
 from recipe_ledger.paths import contained
 from recipe_ledger.redact import redact_obj, redact_text
 
@@ -51,6 +59,7 @@ CALIBRATION = "calibration.jsonl"
 SUMMARY = "summary.json"
 SEQUENCE = "sequence.json"  # the sequential design's state: every launch and look (pipeline.sequence)
 TIMINGS = "timings.json"  # where the wall time went, per step; not pinned by the entry
+LOCK = "lock.json"  # who runs it, while it runs (not pinned: it is gone once the run has its entry)
 RAW = "raw"
 HASHED_FILES = (PLAN, MEASUREMENTS, CALIBRATION, SEQUENCE, SUMMARY)  # what an entry's ``artifacts`` pins
 
@@ -283,3 +292,138 @@ def read_json(path: Path) -> dict[str, Any]:
     if version > JSON_VERSION:
         raise _newer(path, version, str(path))
     return document
+
+
+# -- the lock of a run under way ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Owner:
+    """What a run's lock says about the process running it."""
+
+    pid: int
+    identity: str  # procs.identity(pid) when the lock was taken: a reused pid does not match
+    host: str
+    writer: str
+    started: str  # UTC, ISO 8601
+    git: dict[str, Any] | None
+
+    def is_gone(self) -> bool:
+        """Whether the process that took the lock is gone (only judged on the host that took it)."""
+        return self.host == socket.gethostname() and procs.is_same_process(self.pid, self.identity) is False
+
+
+class RunLock:
+    """A lock file held open (and ``flock``-ed) by the process that owns it; ``release`` removes it."""
+
+    def __init__(self, path: Path, fd: int, owner: Owner):
+        self.path = path
+        self.owner = owner
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        """Remove the lock: the run has its entry (or another command recorded it abandoned)."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            self.path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)  # closing releases the flock
+
+    def let_go(self) -> None:
+        """Stop holding the lock but leave it in place (a claim whose recording failed: the next
+        command tries again)."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+
+def take_lock(folder: Path, writer: str, git: Mapping[str, Any] | None) -> RunLock:
+    """Lock the run folder for this process until ``release`` (or its death, which the next
+    command notices). A StateError when another live process holds it."""
+    path = folder / LOCK
+    if path.exists():
+        # A live owner, or an abandoned try whose failure is not recorded yet (pipeline.abandoned
+        # records it at the start of every command that runs, before any lock is taken).
+        raise StateError(
+            "this run folder is locked by another run (live, or abandoned and not yet recorded)",
+            where=str(path),
+            hint=f"cat {path}  # `ledger show` or `ledger run` record an abandoned one first",
+        )
+    # Written whole and locked under a temporary name, then renamed: a reader never sees a lock file
+    # that is empty or not yet held (the flock belongs to the inode, which the rename keeps).
+    temp = folder / f".{LOCK}.{os.getpid()}.tmp"
+    fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    owner = Owner(
+        pid=os.getpid(),
+        identity=procs.identity(os.getpid()) or "",
+        host=socket.gethostname(),
+        writer=writer,
+        started=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        git=dict(git) if git is not None else None,
+    )
+    document = {**owner.__dict__, "format_version": JSON_VERSION}
+    try:
+        os.pwrite(fd, json.dumps(redact_obj(document), indent=2, sort_keys=True).encode(), 0)
+        os.fsync(fd)
+        os.replace(temp, path)
+    except BaseException:
+        os.close(fd)
+        temp.unlink(missing_ok=True)
+        raise
+    return RunLock(path, fd, owner)
+
+
+def _owner_of(fd: int, path: Path) -> Owner | None:
+    """The owner a lock file names, or None when it cannot be read as one."""
+    try:
+        document = json.loads(os.pread(fd, 1 << 16, 0).decode("utf-8"))
+        return Owner(
+            pid=int(document["pid"]),
+            identity=str(document["identity"]),
+            host=str(document["host"]),
+            writer=str(document["writer"]),
+            started=str(document["started"]),
+            git=document.get("git"),
+        )
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def locked_runs(runs_root: Path) -> Iterator[Path]:
+    """Every run folder under ``runs_root`` that holds a lock (a run under way, or abandoned)."""
+    if not runs_root.is_dir() or runs_root.is_symlink():
+        return
+    for lock in sorted(runs_root.glob(f"*/{LOCK}")):
+        if lock.is_file() and not lock.is_symlink() and is_run_id(lock.parent.name):
+            yield lock.parent
+
+
+def claim_abandoned(folder: Path) -> RunLock | None:
+    """The lock of ``folder`` when its owner is gone, now held by this process (which records the
+    failure and then releases it); None when the run is alive, already claimed by another command,
+    or already recorded. Two commands racing for one abandoned run: exactly one gets it."""
+    path = folder / LOCK
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None  # its owner runs, or another command is recording it now
+    try:
+        current = os.stat(path)
+    except FileNotFoundError:
+        current = None
+    if current is None or current.st_ino != os.fstat(fd).st_ino:
+        os.close(fd)  # released (removed) by whoever held it before us: recorded already
+        return None
+    owner = _owner_of(fd, path)
+    if owner is None or not owner.is_gone():
+        os.close(fd)  # alive, on another host, or a lock nobody can read: never judged abandoned
+        return None
+    return RunLock(path, fd, owner)

@@ -1,7 +1,7 @@
 """A stand-in for ``vllm serve`` (or, with ``--engine sglang``, for ``python -m sglang.launch_server``)
 in launcher tests: stdlib only, one behaviour per flag.
 
-    python fake_server.py --port P [--delay S] [--oom-after S] [--never-healthy]
+    python fake_server.py --port P [--delay S] [--oom-after S] [--never-healthy] [--bind-when FILE]
                           [--ignore-sigterm] [--spawn-child] [--pid-file F] [--prefix-cache]
                           [--engine sglang [--fail-generate] [--flush-busy N] [--model-path DIR]
                            [--enable-metrics]]
@@ -20,6 +20,9 @@ server with other numerics would; ``--fail-on`` answers 400 in the engine's erro
 containing the text; ``--no-token-ids`` ignores ``return_token_ids``; ``--barrier N`` holds each
 request until N are in flight (2 s at most), so ``GET /fake/completions`` (the bodies received and
 the most requests seen in flight at once) shows the client's concurrency without timing luck.
+
+``--bind-when FILE`` waits (logging that it loads) until FILE exists before binding its port, as
+vLLM binds only once the model is loaded: the window an impostor on the port would use.
 
 It logs like a server (to stdout, unbuffered) so the launcher's log capture and classification are
 exercised on real output.
@@ -45,6 +48,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before /health answers 200")
     parser.add_argument("--oom-after", type=float, default=None, help="print a CUDA OOM and exit 1")
     parser.add_argument("--never-healthy", action="store_true", help="/health answers 503 forever")
+    parser.add_argument("--bind-when", default=None, help="bind the port only once this file exists")
     parser.add_argument("--ignore-sigterm", action="store_true", help="logs SIGTERM; only SIGKILL stops it")
     parser.add_argument("--spawn-child", action="store_true", help="start a worker process in the group")
     parser.add_argument("--pid-file", default=None, help="write 'leader_pid child_pid' here")
@@ -284,6 +288,10 @@ def main(argv: list[str]) -> None:
         oom_later(
             0, options.engine
         )  # at boot, before the port answers: never a race with the first health check
+    if options.bind_when:
+        print("INFO: loading the model (the port is not bound yet)", flush=True)
+        while not os.path.exists(options.bind_when):
+            time.sleep(0.05)
     server = ThreadingHTTPServer((options.host, options.port), make_handler(options, time.monotonic()))
     if options.oom_after is not None:
         threading.Thread(target=oom_later, args=(options.oom_after, options.engine), daemon=True).start()

@@ -261,9 +261,9 @@ def test_secrets_in_the_launch_env_do_not_reach_the_tail(make_spec, monkeypatch)
     spec = make_spec("--never-healthy", timeout_s=1.0, env={"SERVICE_API_KEY": secret})
     original_spawn = ProcessLauncher._spawn
 
-    def spawn_and_leak(self: ProcessLauncher, spec_: LaunchSpec) -> ProcessServer:
+    def spawn_and_leak(self: ProcessLauncher, spec_: LaunchSpec, *rest: object) -> ProcessServer:
         # The way a server might print a credential it was given: into its own log.
-        server = original_spawn(self, spec_)
+        server = original_spawn(self, spec_, *rest)
         with open(spec_.log_path, "a") as handle:
             handle.write(f"connecting with key {secret}\n")
         return server

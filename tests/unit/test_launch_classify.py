@@ -260,6 +260,8 @@ def test_container_options_follow_the_seed_docker_run_shape() -> None:
     assert options["ipc_mode"] == "host" and options["cap_add"] == ["IPC_LOCK"]
     assert [dict(u) for u in options["ulimits"]] == [{"Name": "memlock", "Soft": -1, "Hard": -1}]
     assert options["volumes"] == ["/models/dsv41:/model:ro", "/cache/vllm:/root/.cache/vllm"]
+    owner = options["labels"].pop("recipe-ledger.owner")  # this process: host, pid, start identity
+    assert owner.split()[1] == str(os.getpid())
     assert options["labels"] == {
         "recipe-ledger.managed": "1",
         "recipe-ledger.run": spec.run_id,

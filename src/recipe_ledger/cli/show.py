@@ -23,14 +23,25 @@ def show(entry_id: str, as_json: bool, root: Path) -> None:
     """Show entry ID (or a unique id prefix), its status and everything that refers to it."""
     from recipe_ledger.redact import redact_obj
 
+    ledger = Ledger.open(root)
+    record_abandoned(root, ledger)
     # Entries written before today's rules print redacted too (the ledger itself is never edited).
-    found = redact_obj(views.detail(Ledger.open(root), entry_id))
+    found = redact_obj(views.detail(ledger, entry_id))
     if as_json:
         click.echo(json.dumps(found, indent=2, ensure_ascii=False))
         return
     entry = found["entry"]
     _warn_unreadable_payload(entry)
     _print_summary(found)
+
+
+def record_abandoned(root: Path, ledger: Ledger) -> None:
+    """Record the runs whose ledger process died (pipeline.abandoned), said on stderr: stdout stays
+    the entry (--json is read by machines)."""
+    from recipe_ledger.pipeline.abandoned import record_abandoned as record
+
+    for entry in record(root, ledger):
+        click.echo(f"recorded failure entry {entry['id'][:12]}: {entry['payload']['cause'][:200]}", err=True)
 
 
 def _print_summary(found: dict) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import os
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,8 @@ from pydantic import BaseModel, ValidationError
 
 from recipe_ledger.engines.base import ServerCommand
 from recipe_ledger.errors import InputError, LedgerError
+from recipe_ledger.launch.guard import Guard, new_tag
+from recipe_ledger.launch.procs import LAUNCH_TAG
 
 
 class InstrumentError(LedgerError):
@@ -238,21 +241,32 @@ def venv_distribution_version(client: Path, distribution: str) -> str | None:
     return found[0] if found else None
 
 
+_CLIENT_GRACE_S = 5.0  # a client killed by its watchdog has no server left to be polite to
+
+
 def run_client(argv: list[str], *, env: dict[str, str] | None, log_path: Path, timeout_s: float) -> float:
     """Run a benchmark client to completion, its output to ``log_path``; return the wall time.
 
     A non-zero exit is an InstrumentError carrying the tail of the output. The client runs in
-    its own session so that Ctrl-C in the terminal reaches the runner first, which then stops it.
+    its own session so that Ctrl-C in the terminal reaches the runner first, which then stops it;
+    a watchdog (``launch.guard``) stops it if the runner dies without doing so (``kill -9``).
     """
     start = time.monotonic()
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            code = proc.wait(timeout=timeout_s)
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
+    guard = Guard.start(new_tag(), grace_s=_CLIENT_GRACE_S)
+    tagged = {**(os.environ if env is None else env), LAUNCH_TAG: guard.tag or ""}
+    try:
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                argv, env=tagged, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+            try:
+                code = proc.wait(timeout=timeout_s)
+            except BaseException:
+                proc.kill()
+                proc.wait()
+                raise
+    finally:
+        guard.release()
     if code != 0:
         tail = log_path.read_text(errors="replace")[-2000:]
         raise InstrumentError(

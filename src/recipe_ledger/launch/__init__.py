@@ -7,7 +7,10 @@ with ProcessLauncher().start(spec) as server:   # returns once spec.health_path 
 # leaving the block stops the server and waits until its port is free and nothing of it remains
 ```
 
-A boot that fails raises ``BootFailure`` with a ``cause`` the ledger records. ``stop_all()`` stops
+A boot that fails raises ``BootFailure`` with a ``cause`` the ledger records; a port answered by
+another process than the one launched (an impostor that bound it while the server loaded) is the
+cause ``impostor``, checked before anything but /health reaches the server. Every launch is
+guarded by a watchdog that stops it if this process dies without doing so. ``stop_all()`` stops
 every server this process still holds (for a signal handler). Only ``containers`` and ``images``
 import ``docker`` (an import contract checks it), and only when docker is actually used. What
 differs between engines (readiness after /health, the prefix-cache flush, their out-of-memory
@@ -24,6 +27,10 @@ Modules:
   ports       is a TCP port free, before a launch and after a teardown
   failures    BootFailure and the pure classifier of a boot log into a cause (with the engine's words)
   registry    every live server of this process, for ``stop_all`` from a signal handler
+  guard       Guard: the watchdog of one launch, started before the server, released after teardown
+  watchdog    the watchdog process: when ledger dies (kill -9 too) it stops the launch's processes
+  owner       whether the socket listening on the port belongs to the launched tree (no impostor)
+  procs       the /proc process table: a pid's identity, tree, launch tag and sockets
 """
 
 from recipe_ledger.launch.containers import DockerLauncher, DockerServer, cleanup_containers

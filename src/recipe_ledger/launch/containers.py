@@ -5,18 +5,31 @@
 
 This is the only module of the package that talks to docker, and it imports the SDK lazily so that
 ``recipe_ledger`` imports (and the process launcher works) on a box without it.
+
+A container is not this process's child: nothing the kernel does when ``ledger`` dies reaches it.
+Each launch is labelled with its run, its launch id and its owner (host, pid and the pid's start
+identity), and guarded by a watchdog (``launch.guard``) started before the container is created,
+which removes the launch's containers by label once ``ledger`` is gone without having done so.
+Readiness ends with the ownership check: on the host network the socket on the port must be held
+by the container's processes (``launch.owner``, from the container's host pid); on another network
+the port must be the one docker publishes for this container.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
+import sys
 import threading
 import uuid
 from typing import TYPE_CHECKING, Any, cast
 
 from recipe_ledger.errors import InputError
+from recipe_ledger.launch import owner, procs
 from recipe_ledger.launch.failures import BootFailure, classify_boot_failure, hint_for, redacted_tail
-from recipe_ledger.launch.ports import ensure_port_free
+from recipe_ledger.launch.guard import Guard
+from recipe_ledger.launch.ports import connect_host, ensure_port_free
 from recipe_ledger.launch.server import RunningServer
 from recipe_ledger.launch.spec import LaunchSpec
 
@@ -30,16 +43,33 @@ log = logging.getLogger(__name__)
 LABEL_MANAGED = "recipe-ledger.managed"
 LABEL_RUN = "recipe-ledger.run"
 LABEL_LAUNCH = "recipe-ledger.launch"
+LABEL_OWNER = "recipe-ledger.owner"  # "<host> <pid> <identity>" of the ledger process that made it
 DEFAULT_STOP_TIMEOUT_S = 10
 _LOG_PUMP_JOIN_S = 5.0
+# What the watchdog runs (``python -c`` CODE LABEL) when ledger died: remove the launch's containers.
+# A command, not an import: the watchdog stays free of the SDK and of this module.
+_REMOVE_BY_LABEL = (
+    "import sys, docker\n"
+    "client = docker.from_env()\n"
+    "for found in client.api.containers(all=True, filters={'label': [sys.argv[1]]}):\n"
+    "    client.api.remove_container(found['Id'], force=True)\n"
+)
 _DOCKER_START_HINT = "dockerd >/var/log/dockerd.log 2>&1 &  (or: systemctl start docker), then: docker info"
 
 
 class DockerServer(RunningServer):
     """A server in a container this process created; stopping it also removes the container."""
 
-    def __init__(self, spec: LaunchSpec, container: Container, log_start_offset: int, stop_timeout_s: int):
+    def __init__(
+        self,
+        spec: LaunchSpec,
+        container: Container,
+        log_start_offset: int,
+        stop_timeout_s: int,
+        guard: Guard | None = None,
+    ):
         self._container = container
+        self.guard = guard
         # The SDK types both as optional, but a container from ContainerCollection.create/get is
         # built from `docker inspect`, which always carries Id and Name.
         self.container_id = cast(str, container.id)
@@ -66,7 +96,25 @@ class DockerServer(RunningServer):
         # A container memory limit kills with SIGKILL; say so with the code the classifier knows.
         return 137 if state.get("OOMKilled") else int(state.get("ExitCode", -1))
 
+    def ownership_problem(self) -> str | None:
+        """On the host network: the socket on the port is held by the container's processes (found
+        from its host pid). Elsewhere: docker publishes the port for this container."""
+        attrs = self._container.attrs
+        if self.spec.network != "host":
+            return published_problem(attrs, self.spec.published_port, self.spec.port, self.container_name)
+        root = (attrs.get("State") or {}).get("Pid")
+        if not root:
+            return f"container {self.container_name} has no running process, yet the port answered"
+        return owner.ownership_problem(connect_host(self.spec.host), self.spec.port, [int(root)])
+
     def _terminate(self) -> None:
+        try:
+            self._stop_and_remove()
+        finally:
+            if self.guard is not None:
+                self.guard.release()
+
+    def _stop_and_remove(self) -> None:
         from docker.errors import NotFound
 
         try:
@@ -101,9 +149,13 @@ class DockerLauncher:
         client = self.client()
         _require_image(client, image)
         launch_id = uuid.uuid4().hex
+        label = f"{LABEL_LAUNCH}={launch_id}"
+        _remove_orphans_quietly(client)
+        # Before the container exists: if this process dies from here on, the watchdog removes it.
+        guard = Guard.start(None, cleanup=[sys.executable, "-c", _REMOVE_BY_LABEL, label])
         server: DockerServer | None = None
         try:
-            server = self._create(client, spec, image, launch_id)
+            server = self._create(client, spec, image, launch_id, guard)
             server.start_container()
             server.wait_until_ready()
             return server
@@ -111,7 +163,8 @@ class DockerLauncher:
             # Also on Ctrl-C mid-create, when there is no server object yet: the label finds it.
             if server is not None:
                 server.stop_quietly()
-            _remove_labelled_quietly(client, f"{LABEL_LAUNCH}={launch_id}")
+            _remove_labelled_quietly(client, label)
+            guard.release()
             translated = _docker_boot_failure(error, spec)
             if translated is not None:
                 raise translated from error
@@ -123,10 +176,12 @@ class DockerLauncher:
             self._client = connect()
         return self._client
 
-    def _create(self, client: DockerClient, spec: LaunchSpec, image: str, launch_id: str) -> DockerServer:
+    def _create(
+        self, client: DockerClient, spec: LaunchSpec, image: str, launch_id: str, guard: Guard
+    ) -> DockerServer:
         log_start_offset = _prepare_log(spec)
         container = client.containers.create(image, **container_options(spec, launch_id))
-        return DockerServer(spec, container, log_start_offset, self.stop_timeout_s)
+        return DockerServer(spec, container, log_start_offset, self.stop_timeout_s, guard)
 
 
 def connect() -> DockerClient:
@@ -159,7 +214,12 @@ def container_options(spec: LaunchSpec, launch_id: str) -> dict[str, Any]:
         "ulimits": [Ulimit(name="memlock", soft=spec.ulimit_memlock, hard=spec.ulimit_memlock)],
         "cap_add": ["IPC_LOCK"],
         "volumes": [f"{host}:{target}" for host, target in spec.volumes.items()],
-        "labels": {LABEL_MANAGED: "1", LABEL_RUN: spec.run_id, LABEL_LAUNCH: launch_id},
+        "labels": {
+            LABEL_MANAGED: "1",
+            LABEL_RUN: spec.run_id,
+            LABEL_LAUNCH: launch_id,
+            LABEL_OWNER: owner_label(),
+        },
         "name": spec.name or f"rl-{spec.run_id}-{launch_id[:8]}",
         "init": spec.init,
     }
@@ -174,6 +234,54 @@ def container_options(spec: LaunchSpec, launch_id: str) -> dict[str, Any]:
     if spec.shm_size is not None:
         options["shm_size"] = spec.shm_size
     return options
+
+
+def owner_label() -> str:
+    """This process as a container label names it: host, pid and the pid's start identity."""
+    return f"{socket.gethostname()} {os.getpid()} {procs.identity(os.getpid()) or '-'}"
+
+
+def owner_is_gone(label: str) -> bool:
+    """Whether the ledger process an owner label names is gone (judged on its own host only)."""
+    host, _, rest = label.partition(" ")
+    pid, _, identity = rest.partition(" ")
+    if host != socket.gethostname() or not pid.isdigit() or identity in ("", "-"):
+        return False
+    return procs.is_same_process(int(pid), identity) is False
+
+
+def published_problem(attrs: dict[str, Any], container_port: int, host_port: int, name: str) -> str | None:
+    """None when the container's inspect data publishes ``container_port`` on ``host_port``."""
+    bindings = ((attrs.get("NetworkSettings") or {}).get("Ports") or {}).get(f"{container_port}/tcp") or []
+    if any(str(binding.get("HostPort")) == str(host_port) for binding in bindings):
+        return None
+    shown = ", ".join(f"{b.get('HostIp')}:{b.get('HostPort')}" for b in bindings) or "nothing"
+    return f"container {name} publishes {container_port}/tcp on {shown}, not on port {host_port}"
+
+
+def remove_orphans(client: DockerClient) -> list[str]:
+    """Remove containers whose ledger process is gone (the watchdog's backstop: a watchdog killed
+    with its ledger, as by a kill of the whole session). Returns their names."""
+    from docker.errors import NotFound
+
+    removed = []
+    for summary in client.api.containers(all=True, filters={"label": [f"{LABEL_MANAGED}=1", LABEL_OWNER]}):
+        if not owner_is_gone((summary.get("Labels") or {}).get(LABEL_OWNER, "")):
+            continue
+        try:
+            client.api.remove_container(summary["Id"], force=True)
+        except NotFound:
+            continue
+        removed.append(summary["Names"][0].lstrip("/") if summary.get("Names") else summary["Id"][:12])
+    return removed
+
+
+def _remove_orphans_quietly(client: DockerClient) -> None:
+    try:
+        for name in remove_orphans(client):
+            log.warning("removed container %s: the ledger process that started it is gone", name)
+    except Exception:  # a backstop must never stop a launch
+        log.warning("could not look for orphaned containers", exc_info=True)
 
 
 def cleanup_containers(run_id: str | None = None, client: DockerClient | None = None) -> list[str]:

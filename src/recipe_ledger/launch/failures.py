@@ -27,12 +27,13 @@ BootCause = Literal[
     "image_missing",
     "docker_unavailable",
     "generate_failed",  # /health said 200, the engine's first real request did not succeed (SGLang)
+    "impostor",  # something else bound the port while the server loaded, and answered in its stead
 ]
 BOOT_CAUSES: frozenset[str] = frozenset(get_args(BootCause))
 # Causes that say the machine is not ready rather than the server is wrong: outside a run (where
 # every boot failure is RunFailed, exit 5) they exit as a StateError does, 3 (`release publish`
 # with the docker daemon down, a preflight that finds the port taken).
-NOT_READY_CAUSES = frozenset({"docker_unavailable", "image_missing", "port_in_use"})
+NOT_READY_CAUSES = frozenset({"docker_unavailable", "image_missing", "port_in_use", "impostor"})
 TAIL_LINES = 80
 
 # The exit statuses of a SIGKILL: the kernel's OOM killer (or a container memory limit) sends it.
@@ -137,6 +138,7 @@ def hint_for(cause: BootCause, log_path: Path, port: int, engine: ServedEngine) 
         "generate_failed": f"tail -n 80 {log_path}  # /health answered, the first real request failed",
         "rejected_flag": f"tail -n 80 {log_path}  # the flag is not known to this server version",
         "port_in_use": f"ss -ltnp 'sport = :{port}'",
+        "impostor": f"ss -ltnp 'sport = :{port}'  # stop what holds the port, then run again",
         "timeout": f"tail -n 80 {log_path}  # or raise health_timeout_s if the boot was still progressing",
         "crash": f"tail -n 200 {log_path}",
     }.get(cause, f"tail -n 80 {log_path}")

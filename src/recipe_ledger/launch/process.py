@@ -1,4 +1,10 @@
-"""Launch a server as a local process group (``vllm serve ...`` from a venv, or any command)."""
+"""Launch a server as a local process group (``vllm serve ...`` from a venv, or any command).
+
+Every launch has a guard (``launch.guard``): a watchdog started before the server that stops the
+server's processes (found by the launch tag in their environment) if this process dies without
+stopping them, ``kill -9`` included. Readiness ends with the ownership check (``launch.owner``):
+the socket listening on the port must be held by a process of this launch.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,9 @@ import time
 from pathlib import Path
 
 from recipe_ledger.errors import InputError
-from recipe_ledger.launch.ports import ensure_port_free
+from recipe_ledger.launch import owner, procs
+from recipe_ledger.launch.guard import Guard, new_tag
+from recipe_ledger.launch.ports import connect_host, ensure_port_free
 from recipe_ledger.launch.server import RunningServer
 from recipe_ledger.launch.spec import LaunchSpec
 
@@ -21,28 +29,43 @@ class ProcessServer(RunningServer):
     """A server running as the leader of its own process group (its workers are in the group too)."""
 
     def __init__(
-        self, spec: LaunchSpec, popen: subprocess.Popen[bytes], log_start_offset: int, stop_grace_s: float
+        self,
+        spec: LaunchSpec,
+        popen: subprocess.Popen[bytes],
+        log_start_offset: int,
+        stop_grace_s: float,
+        guard: Guard | None = None,
     ):
         self._popen = popen
         self.pid = popen.pid
         self.pgid = popen.pid  # start_new_session=True: the leader's pid is the group id
         self._stop_grace_s = stop_grace_s
+        self.guard = guard
         super().__init__(spec, log_start_offset)
 
     def exit_code(self) -> int | None:
         return self._popen.poll()
 
+    def ownership_problem(self) -> str | None:
+        """Whether the socket on the port is held by this launch's processes (``launch.owner``)."""
+        tag = self.guard.tag if self.guard is not None else None
+        return owner.ownership_problem(connect_host(self.spec.host), self.spec.port, [self.pid], tag)
+
     def _terminate(self) -> None:
         # vLLM spawns engine and worker processes; signalling the group reaches them all, and
         # waiting for the group (not only the leader) is what "nothing of it remains" means.
-        deadline = time.monotonic() + self._stop_grace_s
-        _signal_group(self.pgid, signal.SIGTERM)
-        _wait_leader(self._popen, deadline)
-        if not _wait_group_gone(self.pgid, deadline):
-            _signal_group(self.pgid, signal.SIGKILL)
-        _wait_leader(self._popen, time.monotonic() + _KILL_CONFIRM_S)
-        if not _wait_group_gone(self.pgid, time.monotonic() + _KILL_CONFIRM_S):
-            raise ProcessLookupError(f"process group {self.pgid} survived SIGKILL")
+        try:
+            deadline = time.monotonic() + self._stop_grace_s
+            _signal_group(self.pgid, signal.SIGTERM)
+            _wait_leader(self._popen, deadline)
+            if not _wait_group_gone(self.pgid, deadline):
+                _signal_group(self.pgid, signal.SIGKILL)
+            _wait_leader(self._popen, time.monotonic() + _KILL_CONFIRM_S)
+            if not _wait_group_gone(self.pgid, time.monotonic() + _KILL_CONFIRM_S):
+                raise ProcessLookupError(f"process group {self.pgid} survived SIGKILL")
+        finally:
+            if self.guard is not None:
+                self.guard.release()  # stopped here (or unstoppable by anyone): the watchdog may go
 
 
 class ProcessLauncher:
@@ -60,31 +83,38 @@ class ProcessLauncher:
                 hint="use DockerLauncher, or set image=None for a local process",
             )
         ensure_port_free(spec.host, spec.port)
+        # The guard first: a server that exists is always watched, even if this process dies
+        # between starting it and noting its pid.
+        guard = Guard.start(new_tag(), grace_s=self.stop_grace_s)
         server: ProcessServer | None = None
         try:
-            server = self._spawn(spec)
+            server = self._spawn(spec, guard)
             server.wait_until_ready()
             return server
         except BaseException:
             # Also on KeyboardInterrupt while waiting: a half-started server must not outlive start().
             if server is not None:
                 server.stop_quietly()
+            else:
+                guard.release()
             raise
 
-    def _spawn(self, spec: LaunchSpec) -> ProcessServer:
+    def _spawn(self, spec: LaunchSpec, guard: Guard) -> ProcessServer:
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         log_start_offset = _log_size(spec.log_path)
+        # The tag every process of this launch inherits: what the watchdog finds them by.
+        tagged_env = {procs.LAUNCH_TAG: guard.tag or ""}
         # Append, never truncate: a retried launch keeps the earlier attempt's log.
         with open(spec.log_path, "ab") as log_file:
             popen = subprocess.Popen(
                 list(spec.argv),
-                env=os.environ | dict(spec.env),
+                env=os.environ | dict(spec.env) | tagged_env,
                 start_new_session=True,
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
             )
-        return ProcessServer(spec, popen, log_start_offset, self.stop_grace_s)
+        return ProcessServer(spec, popen, log_start_offset, self.stop_grace_s, guard)
 
 
 def group_is_gone(pgid: int) -> bool:

@@ -35,6 +35,7 @@ class RunningServer(ABC):
         self.base_url = f"http://{_url_host(connect_host(spec.host))}:{spec.port}"
         self._log_start_offset = log_start_offset
         self._stopped = False
+        self._port_held_by_another = False  # an impostor keeps the port: teardown cannot wait for it
         registry.register(self)
 
     # --- what a launcher implements -------------------------------------------------------------
@@ -45,6 +46,11 @@ class RunningServer(ABC):
     @abstractmethod
     def _terminate(self) -> None:
         """Stop the server and wait until nothing of it remains (processes, container)."""
+
+    def ownership_problem(self) -> str | None:
+        """None when what answers on the port is this launch's server; otherwise what answers
+        instead, in one sentence. Each launcher knows how to tell (``launch.owner``)."""
+        return None
 
     # --- shared behaviour -----------------------------------------------------------------------
     @property
@@ -86,6 +92,10 @@ class RunningServer(ABC):
         outcome = wait_until_healthy(self.health_url, self.spec.health_timeout_s, self.exit_code)
         if not outcome.ready:
             raise self._boot_failure(outcome)
+        # Before anything is sent but /health: the 200 may have come from someone else's server.
+        impostor = self.ownership_problem()
+        if impostor:
+            raise self._impostor_failure(impostor)
         # A first real request may compile or warm caches: give it what is left of the boot budget.
         budget = max(self.spec.health_timeout_s - outcome.waited_s, READY_CHECK_MIN_TIMEOUT_S)
         problem = self.spec.engine.readiness_problem(self.base_url, budget)
@@ -152,7 +162,23 @@ class RunningServer(ABC):
             server_exit_code=exit_code,
         )
 
+    def _impostor_failure(self, problem: str) -> BootFailure:
+        """Another process answered /health on our port: stop ours (still loading, or about to fail to
+        bind) and refuse the launch; nothing of it is measured."""
+        self._port_held_by_another = True
+        self.stop_quietly()
+        return BootFailure(
+            "impostor",
+            f"{self.health_url} answered 200, but {problem}; nothing was measured",
+            log_tail=redacted_tail(self.log_text(), extra_env=self.spec.env),
+            where=f"{self.spec.host}:{self.spec.port}",
+            hint=hint_for("impostor", self.spec.log_path, self.spec.port, self.spec.engine),
+            server_exit_code=self.exit_code(),
+        )
+
     def _confirm_port_released(self) -> None:
+        if self._port_held_by_another:
+            return  # the impostor holds it: the refusal says so, teardown must not wait on it
         if not wait_port_free(self.spec.host, self.spec.port, PORT_RELEASE_TIMEOUT_S):
             raise StateError(
                 f"port {self.spec.port} is still in use {PORT_RELEASE_TIMEOUT_S:g} s"

@@ -15,6 +15,8 @@ Modules:
   sequence    the sequential design: launch pairs, look after each, stop when every bar is decided;
               runs/<id>/sequence.json, --resume, --plan's expected launches and box-hours
   failures    recording_failure: stop every server, write the ``failure`` entry, raise a typed error
+  abandoned   a run whose ledger process died (its runs/<id>/lock.json names a gone pid): one
+              ``failure`` entry, once, from the next command that runs or shows
   steps       StepClock: wall seconds per step of a run (runs/<id>/timings.json), not evidence
   events      typed progress events (Planned, PhaseStarted, PointMeasured, Notice) for one callback
 """

@@ -85,6 +85,7 @@ def cause_class_of(error: BaseException) -> str:
             "port_in_use": "config",
             "image_missing": "config",
             "docker_unavailable": "config",
+            "impostor": "config",  # another process held the port: the machine, not the server
             # /health answered but a real generation did not: the server is up and wrong.
             "generate_failed": "bad-output",
         }.get(error.cause, "no-boot")
@@ -168,6 +169,7 @@ def recording_failure(ctx: RunContext, stage: str) -> Iterator[StageTracker]:
         raise typed from error
     finally:
         runs.redact_logs(ctx.run_dir, _launched_env(ctx))
+        ctx.release_lock()  # its entry is written (or this stage ended): no longer under way
 
 
 def _launched_env(ctx: RunContext) -> dict[str, str]:

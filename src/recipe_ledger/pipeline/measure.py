@@ -293,6 +293,8 @@ def _launch_at_point(launch: Launch, point: int) -> list[PointRecord]:
     try:
         return _launch_and_sweep(launch.at_point(point), [point], f"p{point}-")
     except BootFailure as failure:
+        if failure.cause == "impostor":
+            raise  # not the engine refusing this point's value: someone else's server on the port
         reason = f"rejected at boot: {failure.cause}: {engine_reason(failure.log_tail)}"
         launch.events(PointMeasured(launch.arm.name, launch.repeat, point))
         seed = launch.plan.seed(point, launch.repeat)

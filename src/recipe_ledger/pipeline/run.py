@@ -165,6 +165,14 @@ class RunContext:
     # launches, looks and resume command): called when the failure is recorded.
     progress: Callable[[], dict[str, str | int]] | None = None
     launched: list[str] | None = None  # the sequential design's launches ("arm#repeat"), in order
+    # Held while the run is under way (runs/<id>/lock.json): a run whose process dies without an
+    # entry is found by the next command through it (pipeline.abandoned).
+    lock: runs.RunLock | None = None
+
+    def release_lock(self) -> None:
+        """The run has its entry: it is no longer under way."""
+        if self.lock is not None:
+            self.lock.release()
 
     def launch(self, arm: str, repeat: int, tag: str = "") -> Launch:
         """One fresh launch of ``arm`` in this run: its folder, progress events and step clock."""
@@ -641,6 +649,7 @@ def start_context(
 ) -> RunContext:
     run_id = new_run_id(plan.experiment.name)
     run_dir = runs.create(runs_dir, run_id)
+    lock = runs.take_lock(run_dir, writer, git)  # before anything launches: a death is noticed
     plan_dump = {
         "experiment": plan.experiment.model_dump(mode="json"),
         "box": plan.box.model_dump(mode="json"),
@@ -653,7 +662,7 @@ def start_context(
     runs.write_json(run_dir / runs.PLAN, plan_dump)
     host = host or host_fingerprint()
     return RunContext(
-        plan, ledger, writer, repo, run_id, run_dir, git, host, events, clock=clock or StepClock()
+        plan, ledger, writer, repo, run_id, run_dir, git, host, events, clock=clock or StepClock(), lock=lock
     )
 
 

@@ -16,8 +16,8 @@ from recipe_ledger.errors import InputError, LedgerError
 from recipe_ledger.experiment.spec import load_experiment
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.ledger.views import allowed_dirty_text
+from recipe_ledger.pipeline import abandoned, sequence
 from recipe_ledger.pipeline import run as runner
-from recipe_ledger.pipeline import sequence
 from recipe_ledger.pipeline.clean_tree import require_clean_tree
 from recipe_ledger.pipeline.events import Events, Notice, Planned, print_notices
 from recipe_ledger.pipeline.failures import recording_failure, recording_setup_failure
@@ -186,6 +186,7 @@ def resume_experiment(
         )
     saved = sequence.read_state(run_dir)
     ledger = Ledger.open(repo)
+    record_abandoned(repo, ledger, events)  # a killed try of this very run gets its entry (and a ref)
     done = sequence.result_of(ledger.entries(), run_id)
     if done is not None:
         raise InputError(
@@ -234,6 +235,14 @@ def calibrate_experiment(
         return entries
 
 
+def record_abandoned(repo: Path, ledger: Ledger, events: Events = print_notices) -> list[dict]:
+    """Record every abandoned run under runs/ (pipeline.abandoned) and say so; the entries."""
+    entries = abandoned.record_abandoned(repo, ledger)
+    for entry in entries:
+        events(Notice(f"recorded failure entry {entry['id'][:12]}: {entry['payload']['cause'][:200]}"))
+    return entries
+
+
 def _started(
     spec_path: Path,
     repo: Path,
@@ -262,6 +271,7 @@ def _prepared(
     resume: tuple[str, Path] | None = None,
 ) -> runner.RunContext:
     ledger = Ledger.open(repo)
+    record_abandoned(repo, ledger, events)
     git = require_clean_tree(repo, [spec_path], allow_dirty=options.allow_dirty)
     summary = allowed_dirty_text(git)
     if summary:
@@ -282,5 +292,8 @@ def _prepared(
         events(Notice(f"notice: {notice}"))
     if resume is not None:
         run_id, run_dir = resume
-        return runner.RunContext(plan, ledger, writer, repo, run_id, run_dir, git, host, events, clock=clock)
+        lock = runs.take_lock(run_dir, writer, git)
+        return runner.RunContext(
+            plan, ledger, writer, repo, run_id, run_dir, git, host, events, clock=clock, lock=lock
+        )
     return runner.start_context(plan, ledger, writer, repo, runs.runs_dir(repo), git, events, host, clock)

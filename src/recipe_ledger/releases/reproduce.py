@@ -37,7 +37,7 @@ from recipe_ledger.ledger import gitinfo
 from recipe_ledger.ledger.models import ExperimentRecord, QualityVerdict, ReleaseNumber, ReleasePayload
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.ledger.views import allowed_dirty_text
-from recipe_ledger.pipeline import measure
+from recipe_ledger.pipeline import abandoned, measure
 from recipe_ledger.pipeline import quality as quality_bars
 from recipe_ledger.pipeline import run as runner
 from recipe_ledger.pipeline.clean_tree import require_clean_tree
@@ -252,6 +252,7 @@ def reproduce(
         raise InputError(
             f"--repeats {repeats}: a reproduction needs at least 2 launches per arm to see its own noise"
         )
+    abandoned.record_abandoned(repo, ledger)  # an earlier killed run gets its entry first
     plan = plan_reproduction(ledger, repo, ref)
     git = require_clean_tree(repo, [repo / t.record.spec for t in plan.targets], allow_dirty=allow_dirty)
     for line in [allowed_dirty_text(git)] + [f"notice: {n}" for n in plan.notices]:
