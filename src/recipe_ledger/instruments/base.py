@@ -91,7 +91,8 @@ class Measurement:
     facts: dict[str, str] = field(default_factory=dict)
     # A quality instrument's per-item outcomes, metric -> item id -> value in [0, 1] (1: the answer
     # was kept, correct, the probe passed): what a quality bar pairs across arms by item. Empty for
-    # the reference measurement itself (it is what the others are compared with, not evidence).
+    # an agreement reference (it is what the others are compared with, not evidence); a probe's or
+    # an accuracy's reference measurement keeps its items (each is evidence on its own).
     items: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
@@ -238,15 +239,20 @@ def venv_distribution_version(client: Path, distribution: str) -> str | None:
     return found[0] if found else None
 
 
-def run_client(argv: list[str], *, env: dict[str, str] | None, log_path: Path, timeout_s: float) -> float:
+def run_client(
+    argv: list[str], *, env: dict[str, str] | None, log_path: Path, timeout_s: float, cwd: Path | None = None
+) -> float:
     """Run a benchmark client to completion, its output to ``log_path``; return the wall time.
 
     A non-zero exit is an InstrumentError carrying the tail of the output. The client runs in
     its own session so that Ctrl-C in the terminal reaches the runner first, which then stops it.
+    ``cwd``: where it runs (lm-eval resolves a task's relative data files against it).
     """
     start = time.monotonic()
     with log_path.open("wb") as log:
-        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             code = proc.wait(timeout=timeout_s)
         except BaseException:
