@@ -420,3 +420,20 @@ def test_the_wilson_interval_matches_its_textbook_values_and_closes_at_the_ends(
 def test_the_folder_lists_its_files_sorted_for_its_hash(folder):
     read = read_task_folder(folder, "my-tasks")
     assert isinstance(read, TaskFolder) and [p.name for p in read.files] == ["data.jsonl", "mine.yaml"]
+
+
+def test_a_failed_run_is_explained_by_its_traceback_s_exception_not_a_progress_bar():
+    log = (
+        "Requesting API:   0%|          | 0/1 [00:00<?, ?it/s]\n"
+        "Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in <module>\n'
+        "    raise_for_status()\n"
+        "aiohttp.client_exceptions.ClientResponseError: 500, message='Internal Server Error'\n"
+        "Requesting API:   0%|          | 0/1 [00:02<?, ?it/s]\n"
+    )
+    assert (
+        lm_eval.last_line(log)
+        == "aiohttp.client_exceptions.ClientResponseError: 500, message='Internal Server Error'"
+    )
+    assert lm_eval.last_line("loading\nRequesting API: 100%| 5/5 [00:00, 9it/s]\n") == "loading"
+    assert lm_eval.last_line("") == "no output"

@@ -273,9 +273,18 @@ def output_files(output: Path, tasks: Sequence[TaskFile], log: Path) -> Output:
     return Output(results, samples)
 
 
+TRACEBACK = "Traceback (most recent call last):"
+
+
 def last_line(text: str) -> str:
-    """The last non-blank line of a log (a traceback's exception), or a word saying there is none."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    """Why lm-eval stopped, from its log: the exception line of the last traceback (the first
+    unindented line after it), else the last line that is not a progress bar."""
+    if TRACEBACK in text:
+        after = text.rsplit(TRACEBACK, 1)[1].splitlines()
+        found = next((line for line in after if line.strip() and not line[0].isspace()), None)
+        if found:
+            return found.strip()[:300]
+    lines = [line.strip() for line in text.splitlines() if line.strip() and "it/s]" not in line]
     return lines[-1][:300] if lines else "no output"
 
 
