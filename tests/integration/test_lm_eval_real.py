@@ -1,7 +1,8 @@
 """The task-accuracy instrument running lm-eval for real (the eval venv's lm-eval 0.4.13 through
 scripts/lm_eval_local.py), against the stand-in server (fast: a fixed answer, then a server whose
-every completion fails) and against the tiny model on vLLM's CPU build (completions, then chat
-completions with the server's template). A few documents per task: lm-eval's start and CI time,
+every completion fails, then ``ledger run`` end to end with a quality bar on eval_accuracy) and
+against the tiny model on vLLM's CPU build (completions, then chat completions with the server's
+template). A few documents per task: lm-eval's start and CI time,
 not coverage; the tiny random model answers nothing right, which is an accuracy like any other.
 
 Needs ``./dev serve-setup``: ``require("lm_eval")``, and ``require("vllm")`` for the real server.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,6 +26,7 @@ from recipe_ledger.instruments.base import InstrumentError, MeasureContext, Meas
 from recipe_ledger.launch.process import ProcessLauncher
 
 from helpers.net import free_port
+from helpers.pipeline import commit, ledger, stand_in_repo, write_committed
 from helpers.resources import REPO, require
 from helpers.servers import tiny_vllm_spec
 from helpers.waiting import wait_for
@@ -82,6 +85,68 @@ def test_a_server_whose_completions_fail_fails_the_point_with_lm_eval_s_own_word
             measure(tmp_path / "raw", url, {"limit": 1, "tasks": ["rl_arith"]})
     assert "Internal Server Error" in caught.value.output_tail
     assert not list((tmp_path / "raw").glob("*.lm_eval/*/results_*.json"))  # nothing to read as a number
+
+
+def accuracy_experiment(port: int) -> str:
+    """A faster candidate that answers every document wrong: its speed win must not be published."""
+    server = [sys.executable, str(FAKE_SERVER), "--prefix-cache", "--completions"]
+    probe = [sys.executable, "scripts/probe.py", "{arm}", "{point}", "{repeat}", "{base_url}"]
+    return json.dumps(
+        {
+            "name": "accuracy-wiring",
+            "hypothesis": "the fast arm is faster and answers worse",
+            "box": "cpu-only",
+            "engine": "none",
+            "server": {"launcher": "process", "port": port, "health_timeout_s": 30},
+            "control": {"argv": [*server, "--completion-text", ANSWER]},
+            "candidates": {"fast": {"argv": [*server, "--completion-text", " no idea"]}},
+            "instruments": [
+                {"name": "probe", "kind": "command", "command": probe},
+                {"name": "accuracy", "kind": "lm_eval", "options": {"limit": 3}},
+            ],
+            "points": [1],
+            "repeats": 2,
+            "bars": [
+                {"metric": "output_tps_total", "point": 1, "direction": "higher", "min_effect": 0.05},
+                {"metric": "eval_accuracy", "instrument": "accuracy", "point": 1, "margin": 0.05},
+            ],
+            "calibration": {"repeats": 2},
+        }
+    )
+
+
+def test_ledger_run_records_every_launch_s_items_and_a_candidate_that_answers_worse_is_no_win(tmp_path):
+    require("lm_eval")
+    repo = stand_in_repo(tmp_path)
+    shutil.copytree(REPO / "evals", repo / "evals")
+    shutil.copy(REPO / "scripts" / lm_eval.DRIVER, repo / "scripts")
+    commit(repo, "the shipped tasks and the lm_eval client script")
+    write_committed(repo, "experiments/x.yaml", accuracy_experiment(free_port()))
+    python = str(lm_eval.find_client(REPO).python)
+    result = ledger(
+        repo, "run", "experiments/x.yaml", "--no-mlflow", env={"RECIPE_LEDGER_EVAL_PYTHON": python}
+    )
+    (run_dir,) = (repo / "runs").iterdir()
+    lines = (run_dir / "measurements.jsonl").read_text().splitlines()[1:]
+    measured = {(r["arm"], r["repeat"]): r for r in map(json.loads, lines) if r["instrument"] == "accuracy"}
+    assert set(measured) == {("control", 1), ("control", 2), ("fast", 1), ("fast", 2)}
+    for (arm, _), record in measured.items():  # the control's first launch keeps its items too
+        right = {item for item, value in record["items"]["eval_accuracy"].items() if value == 1.0}
+        assert right == (RIGHT if arm == "control" else set()) and len(record["items"]["eval_accuracy"]) == 9
+    (entry,) = [e for e in ledger_entries(repo) if e["kind"] == "result"]
+    (call,) = entry["payload"]["experiment"]["quality"]
+    # 4 of 9 documents lost: worse, but 9 documents cannot show it at the design's error rate.
+    assert (call["candidate"], call["outcome"], call["items"]) == ("fast", "not-shown", 9)
+    assert call["difference"] == pytest.approx(-4 / 9)
+    assert "FASTER, QUALITY NOT SHOWN" in result.stdout  # the speed bar's outcome: never a plain win
+
+
+def ledger_entries(repo: Path) -> list[dict]:
+    return [
+        json.loads(line)
+        for path in sorted((repo / "ledger").glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+    ]
 
 
 @pytest.fixture(scope="module")
