@@ -159,7 +159,9 @@ def fixed_text_answer(text: str, request: dict) -> tuple[int, dict]:
 def completion_answer(options: argparse.Namespace, request: dict) -> tuple[int, dict]:
     """/v1/completions as vLLM 0.32 answers it with logprobs and return_token_ids (their shapes)."""
     if options.fail_completions:
-        return 500, error_body(options.engine, "scripted failure of every completion", "InternalServerError", 500)
+        return 500, error_body(
+            options.engine, "scripted failure of every completion", "InternalServerError", 500
+        )
     if options.completion_text is not None:
         return fixed_text_answer(options.completion_text, request)
     prompt = str(request.get("prompt", ""))

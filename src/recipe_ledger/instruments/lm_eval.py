@@ -70,7 +70,8 @@ TASK_ACCURACY_SUFFIX = "_accuracy"  # <task>_accuracy: one task's share (metrics
 CONFIDENCE = 0.95  # of the Wilson intervals
 ENDPOINTS = {"local-completions": "/v1/completions", "local-chat-completions": "/v1/chat/completions"}
 MAX_RETRIES = 3  # lm-eval's default, said here because the time bound counts it
-STARTUP_S = 300.0  # lm-eval's start (it indexes its thousands of built-in task files) and slack
+STARTUP_S = 300.0  # lm-eval's start (imports, the task files' datasets cache), slack for a busy box
+RETRY_WAIT_S = 10.0  # the longest wait lm-eval's retries (tenacity, exponential) take between tries
 UNCOUNTED_DOCS = 10_000  # a task whose data file does not say its size (parquet): the bound's guess
 # No hub, ever: lm-eval and datasets read only the task folder; no token reaches either.
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -245,7 +246,7 @@ def time_bound(options: LmEvalOptions, ctx: MeasureContext, tasks: Sequence[Task
     a time, plus lm-eval's start. Finite, so a stuck client ends; never below an honest run."""
     requests = sum(min(options.limit or UNCOUNTED_DOCS, task.docs or UNCOUNTED_DOCS) for task in tasks)
     rounds = math.ceil(requests / concurrency(options, ctx))
-    return STARTUP_S + rounds * MAX_RETRIES * (options.timeout_s + 10.0)
+    return STARTUP_S + rounds * MAX_RETRIES * (options.timeout_s + RETRY_WAIT_S)
 
 
 # --- lm-eval's output -----------------------------------------------------------------------------
