@@ -11,6 +11,7 @@ still described, from its name alone, by ``lookup``'s documented fallback:
 - a ``_gbps`` part: GB/s, higher is better;
 - a ``_tps`` part: tokens/s, higher is better;
 - a ``_rps`` part: requests/s, higher is better;
+- a name ending ``_accuracy`` (one lm_eval task's, ``rl_arith_accuracy``): a share, higher is better;
 - anything else: no unit and **no direction claim** (``direction is None``); a caller that must
   compare such a metric has to be told the direction (an experiment's bar does that).
 
@@ -300,6 +301,43 @@ _ANSWERS = [
     ),
 ]
 
+_EVAL_SOURCE = "lm-evaluation-harness per-sample scores over the task files (instruments.lm_eval)"
+
+
+def _eval(name: str, direction: Direction | None, label: str, decimals: int, description: str) -> Metric:
+    """What the task-accuracy instrument reports (instruments.lm_eval): lm-eval's per-document
+    scores, every task's documents together. One task's own share is ``<task>_accuracy``, which
+    ``lookup`` describes by its suffix (the tasks are the user's to name)."""
+    unit = "documents" if name == "eval_items" else "share"
+    sources = {"vllm": _EVAL_SOURCE, "sglang": _EVAL_SOURCE}
+    return Metric(name, unit, direction, label, decimals, description, sources)
+
+
+_EVAL = [
+    _eval(
+        "eval_accuracy",
+        "higher",
+        "task accuracy",
+        3,
+        "documents answered correctly / documents, over every task of the measurement",
+    ),
+    _eval(
+        "eval_accuracy_low",
+        None,
+        "task accuracy, Wilson 95% low",
+        3,
+        "the low end of the accuracy's Wilson score interval (95%, two-sided) in one measurement",
+    ),
+    _eval(
+        "eval_accuracy_high",
+        None,
+        "task accuracy, Wilson 95% high",
+        3,
+        "the high end of the accuracy's Wilson score interval (95%, two-sided) in one measurement",
+    ),
+    _eval("eval_items", None, "documents scored", 0, "task documents scored (a count, not a quality)"),
+]
+
 _ROUTING = _routing_metrics()
 _PROFILE = _profile_metrics()
 
@@ -309,6 +347,7 @@ _TABLE: list[Metric] = [
     *_PROFILE,
     *_probe_metrics(),
     *_ANSWERS,
+    *_EVAL,
     _bench(
         "output_tps_total",
         "tok/s",
@@ -455,6 +494,7 @@ _FALLBACK: tuple[tuple[re.Pattern[str], str, Direction | None], ...] = (
     (re.compile(r"(^|_)gbps($|_|\d)"), "GB/s", "higher"),
     (re.compile(r"(^|_)tps($|_|\d)"), "tok/s", "higher"),
     (re.compile(r"(^|_)rps($|_|\d)"), "req/s", "higher"),
+    (re.compile(r"_accuracy$"), "share", "higher"),  # one lm_eval task's accuracy: <task>_accuracy
 )
 
 

@@ -261,3 +261,19 @@ def items_to_show(margin: float, alpha: float) -> int:
     """The fewest items whose answers, all identical, show non-inferiority: Z = sqrt(n m / (1 - m))."""
     critical = normal_quantile(1 - alpha)
     return math.ceil(critical * critical * (1 - margin) / margin)
+
+
+def wilson_interval(successes: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a binomial proportion, two-sided at ``confidence``: what one
+    measurement's accuracy says on its own (a quality bar pairs items instead). Unlike the Wald
+    interval it stays inside [0, 1] and is not empty at 0 or ``n`` successes."""
+    if n <= 0:
+        raise ValueError("an interval needs at least one item")
+    z = normal_quantile(0.5 + confidence / 2)
+    share, z2 = successes / n, z * z
+    centre = (share + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(share * (1 - share) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    # At 0 (or n) successes the end is exactly 0 (or 1); rounding would leave 1e-17 there.
+    low = 0.0 if successes <= 0 else max(0.0, centre - half)
+    high = 1.0 if successes >= n else min(1.0, centre + half)
+    return low, high

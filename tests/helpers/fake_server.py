@@ -6,7 +6,8 @@ in launcher tests: stdlib only, one behaviour per flag.
                           [--engine sglang [--fail-generate] [--flush-busy N] [--model-path DIR]
                            [--enable-metrics]]
                           [--completions [--diverge-at K [--diverge-only TEXT]] [--fail-on TEXT]
-                           [--no-token-ids] [--completion-delay S] [--barrier N]]
+                           [--no-token-ids] [--completion-delay S] [--barrier N]
+                           [--completion-text TEXT] [--fail-completions]]
 
 SGLang mode answers ``POST /generate`` (a 500 with SGLang's error shape under --fail-generate),
 ``POST /flush_cache`` (400 the first N times, as SGLang does while requests drain) and logs the
@@ -20,6 +21,9 @@ server with other numerics would; ``--fail-on`` answers 400 in the engine's erro
 containing the text; ``--no-token-ids`` ignores ``return_token_ids``; ``--barrier N`` holds each
 request until N are in flight (2 s at most), so ``GET /fake/completions`` (the bodies received and
 the most requests seen in flight at once) shows the client's concurrency without timing luck.
+``--completion-text TEXT`` answers every completion with that text instead (finish reason ``stop``,
+no log-probabilities: what lm-eval's generate_until reads), and ``--fail-completions`` answers every
+one with a 500 in the engine's error shape (a server that broke mid-run).
 
 ``--bind-when FILE`` waits (logging that it loads) until FILE exists before binding its port, as
 vLLM binds only once the model is loaded: the window an impostor on the port would use.
@@ -65,6 +69,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-token-ids", action="store_true", help="completions: no choices[0].token_ids")
     parser.add_argument("--completion-delay", type=float, default=0.0, help="completions: seconds per answer")
     parser.add_argument("--barrier", type=int, default=0, help="completions: wait for N in flight (2 s max)")
+    parser.add_argument("--completion-text", default=None, help="completions: answer this text, always")
+    parser.add_argument("--fail-completions", action="store_true", help="completions: answer 500, always")
     return parser.parse_args(argv)
 
 
@@ -141,14 +147,31 @@ def scripted_ids(prompt: str, count: int) -> list[int]:
     return [start + 3 * position for position in range(count)]
 
 
+def error_body(engine: str, message: str, kind: str, code: int) -> dict:
+    """An error answer in the engine's shape: SGLang's flat one, vLLM's nested one."""
+    if engine == "sglang":
+        return {"object": "error", "message": message, "type": kind, "code": code}
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def fixed_text_answer(text: str, request: dict) -> tuple[int, dict]:
+    """/v1/completions answering ``text`` to any prompt, as vLLM shapes a plain (no logprobs) answer."""
+    choice = {"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}
+    return 200, {"object": "text_completion", "model": request.get("model"), "choices": [choice]}
+
+
 def completion_answer(options: argparse.Namespace, request: dict) -> tuple[int, dict]:
     """/v1/completions as vLLM 0.32 answers it with logprobs and return_token_ids (their shapes)."""
+    if options.fail_completions:
+        return 500, error_body(
+            options.engine, "scripted failure of every completion", "InternalServerError", 500
+        )
+    if options.completion_text is not None:
+        return fixed_text_answer(options.completion_text, request)
     prompt = str(request.get("prompt", ""))
     if options.fail_on and options.fail_on in prompt:
         message = f"scripted failure for a prompt containing {options.fail_on!r}"
-        if options.engine == "sglang":  # SGLang's flat error shape
-            return 400, {"object": "error", "message": message, "type": "BadRequestError", "code": 400}
-        return 400, {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
+        return 400, error_body(options.engine, message, "BadRequestError", 400)
     count, k = int(request.get("max_tokens", 16)), max(int(request.get("logprobs") or 0), 1)
     ids = scripted_ids(prompt, count)
     swapped = diverges(options, prompt, count)

@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 SERVE_VLLM = REPO / ".venv-serve" / "bin" / "vllm"
 SGLANG_PYTHON = REPO / ".venv-sglang" / "bin" / "python"  # scripts/setup_sglang_venv.sh builds it
 AIPERF = REPO / ".venv-aiperf" / "bin" / "aiperf"  # scripts/setup_aiperf_venv.sh builds it
+LM_EVAL = REPO / ".venv-eval" / "bin" / "lm_eval"  # scripts/setup_eval_venv.sh builds it
 TINY_MODEL = REPO / ".cache" / "tiny-model"
 TINY_MOE = REPO / ".cache" / "tiny-moe"  # scripts/make_tiny_moe.py (./dev serve-setup)
 COMPAT = REPO.parent / "shared" / "compat"
@@ -126,6 +127,15 @@ def aiperf() -> str | None:
     if not AIPERF.is_file():
         return f"no AIPerf venv ({AIPERF} is missing): ./dev serve-setup"
     return vllm()
+
+
+@functools.cache
+def lm_eval() -> str | None:
+    """lm-evaluation-harness's venv (the lm_eval instrument's client); a test that also needs a real
+    server asks for ``vllm`` besides."""
+    if not LM_EVAL.is_file():
+        return f"no lm-eval venv ({LM_EVAL} is missing): ./dev serve-setup"
+    return None
 
 
 @functools.cache
@@ -230,6 +240,7 @@ PROBES: dict[str, Probe] = {
     "vllm": vllm,
     "sglang": sglang,
     "aiperf": aiperf,
+    "lm_eval": lm_eval,
     "cpu-lane": cpu_lane,
     "browser": browser,
     "compat": compat,

@@ -21,6 +21,7 @@ from recipe_ledger.instruments import (
     agreement,
     aiperf_replay,
     command,
+    lm_eval,
     probes,
     sglang_bench,
     tail,
@@ -128,6 +129,7 @@ def test_the_spec_s_kinds_are_the_registry_s_in_the_order_the_schema_lists_them(
         "tail",
         "probes",
         "agreement",
+        "lm_eval",
     )
     assert instruments.kinds() == kinds
     schema = experiment_json_schema()["$defs"]["Instrument"]["properties"]["kind"]
@@ -141,7 +143,7 @@ def test_the_spec_s_kinds_are_the_registry_s_in_the_order_the_schema_lists_them(
 
 
 def test_each_module_registers_its_one_object_under_its_own_name():
-    for module in (vllm_bench, sglang_bench, command, aiperf_replay, tail, probes, agreement):
+    for module in (vllm_bench, sglang_bench, command, aiperf_replay, tail, probes, agreement, lm_eval):
         assert instruments.get(module.NAME) is module.INSTRUMENT
     assert instruments.BUILT_IN == tuple(instruments.get(kind) for kind in instruments.kinds())
 

@@ -262,7 +262,7 @@ class QualityBar(_Closed):
     metric: ShortText = Field(
         min_length=1,
         description="An item metric of the bar's instrument: answer_match_rate, top1_agreement "
-        "(agreement), accuracy (lm_eval), probes_passed_rate (probes).",
+        "(agreement), eval_accuracy (lm_eval), probes_passed_rate (probes).",
     )
     point: Point | Literal["all"] = Field(description="The sweep point the bar applies to, or 'all'.")
     instrument: Slug | None = Field(

@@ -31,6 +31,10 @@ Package map:
                   compared prompt by prompt with the control's first launch: a quality instrument
                   (per-prompt items); agreement_compare holds the comparison (match, first
                   divergence, top-1 agreement, top-k KL), pure
+  lm_eval         task accuracy through lm-evaluation-harness's CLI (kind ``lm_eval``) on local task
+                  files (the shipped ``evals/tasks``, or a user's folder): a quality instrument, its
+                  items a task's documents; lm_eval_tasks reads and checks task folders (one owner of
+                  that format) before any launch
   server_metrics  the server's Prometheus counters before and after a point, as differences, read
                   into the same names by the arm's engine (``recipe_ledger.engines``)
 """
@@ -44,6 +48,7 @@ from recipe_ledger.instruments import (
     agreement,
     aiperf_replay,
     command,
+    lm_eval,
     probes,
     sglang_bench,
     tail,
@@ -61,6 +66,7 @@ BUILT_IN: tuple[InstrumentKind, ...] = (
     tail.INSTRUMENT,
     probes.INSTRUMENT,
     agreement.INSTRUMENT,
+    lm_eval.INSTRUMENT,
 )
 
 

@@ -94,7 +94,8 @@ class Measurement:
     facts: dict[str, str] = field(default_factory=dict)
     # A quality instrument's per-item outcomes, metric -> item id -> value in [0, 1] (1: the answer
     # was kept, correct, the probe passed): what a quality bar pairs across arms by item. Empty for
-    # the reference measurement itself (it is what the others are compared with, not evidence).
+    # an agreement reference (it is what the others are compared with, not evidence); a probe's or
+    # an accuracy's reference measurement keeps its items (each is evidence on its own).
     items: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
@@ -244,12 +245,15 @@ def venv_distribution_version(client: Path, distribution: str) -> str | None:
 _CLIENT_GRACE_S = 5.0  # a client killed by its watchdog has no server left to be polite to
 
 
-def run_client(argv: list[str], *, env: dict[str, str] | None, log_path: Path, timeout_s: float) -> float:
+def run_client(
+    argv: list[str], *, env: dict[str, str] | None, log_path: Path, timeout_s: float, cwd: Path | None = None
+) -> float:
     """Run a benchmark client to completion, its output to ``log_path``; return the wall time.
 
     A non-zero exit is an InstrumentError carrying the tail of the output. The client runs in
     its own session so that Ctrl-C in the terminal reaches the runner first, which then stops it;
     a watchdog (``launch.guard``) stops it if the runner dies without doing so (``kill -9``).
+    ``cwd``: where it runs (lm-eval resolves a task's relative data files against it).
     """
     start = time.monotonic()
     guard = Guard.start(new_tag(), grace_s=_CLIENT_GRACE_S)
@@ -257,7 +261,7 @@ def run_client(argv: list[str], *, env: dict[str, str] | None, log_path: Path, t
     try:
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
-                argv, env=tagged, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                argv, env=tagged, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
             try:
                 code = proc.wait(timeout=timeout_s)

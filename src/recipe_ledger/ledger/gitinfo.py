@@ -95,7 +95,7 @@ def snapshot(root: Path) -> dict[str, Any] | None:
 
 
 # What a measurement depends on besides the spec it names: resolution, instruments, the tool itself.
-FEEDING_PATHS = ("recipes", "scripts", "src/recipe_ledger")
+FEEDING_PATHS = ("recipes", "scripts", "src/recipe_ledger", "evals")  # evals: the lm_eval tasks
 
 
 @dataclass(frozen=True)

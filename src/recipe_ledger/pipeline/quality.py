@@ -8,8 +8,9 @@ error rate per side (so a claim "faster, and not worse" is the intersection of t
 that rate: no error is split between them, Berger 1982). More launches would not show them sooner:
 the items, not the launches, are the unit, and repeated launches answer the same items again.
 
-The reference launch (the control's first, which the agreement instrument compares every other
-launch with) carries no items: its agreement with itself is no evidence. The control's other
+The agreement instrument's reference launch (the control's first, which it compares every other
+launch with) carries no items: its agreement with itself is no evidence. Task accuracy (lm_eval)
+and the probes have no reference: every launch keeps its items. The control's other
 launches against it are the box's own A/A: what "the same answers" means on this box.
 """
 
@@ -41,7 +42,7 @@ def launch_items(
     records: list[PointRecord], arm: str, instrument: str, metric: str, point: int
 ) -> list[Mapping[str, float]]:
     """The items ``arm`` scored on ``metric`` at ``point``, one mapping per measurement (a launch,
-    or a sample inside one), the reference measurement's (no items) left out."""
+    or a sample inside one), an agreement reference's (no items) left out."""
     return [
         r.items[metric]
         for r in records

@@ -24,6 +24,11 @@ every limit is checked on that graph before a single Python object is built:
 
 Line numbers for error messages are looked up by walking the node graph along the path asked
 for: a lookup never expands an alias.
+
+One other dialect, for files another program reads: ``load_yaml_11`` reads YAML 1.1 as PyYAML's safe
+loader resolves it (lm-evaluation-harness reads its task files so: ``yes`` is a boolean there), under
+the same limits, with a local tag on a scalar (lm-eval's ``!function utils.f``) kept as a
+``LocalTag`` for the caller to judge.
 """
 
 from __future__ import annotations
@@ -100,13 +105,9 @@ def _shown(text: object) -> str:
     return repr(flat if len(flat) <= _SHOWN_CHARS else flat[: _SHOWN_CHARS - 3] + "...")
 
 
-class CoreSchemaLoader(_BaseLoader):
-    """A safe loader that resolves plain scalars the way js-yaml 4 does, and reports a scalar that
-    cannot become its type as a ConstructorError at the scalar's line."""
-
-    # PyYAML's per-class resolver table, replaced, not shared. A class attribute at run time, but
-    # types-PyYAML declares it on BaseResolver without ClassVar, and an override must match that.
-    yaml_implicit_resolvers: dict[Any, Any] = {}
+class _ReportingLoader(_BaseLoader):
+    """A safe loader that reports a scalar that cannot become its type as a ConstructorError at the
+    scalar's line."""
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         try:
@@ -117,6 +118,14 @@ class CoreSchemaLoader(_BaseLoader):
             raise yaml.constructor.ConstructorError(
                 None, None, f"cannot read {_shown(node.value)} as {tag} ({exc})", node.start_mark
             ) from None
+
+
+class CoreSchemaLoader(_ReportingLoader):
+    """A safe loader that resolves plain scalars the way js-yaml 4 does."""
+
+    # PyYAML's per-class resolver table, replaced, not shared. A class attribute at run time, but
+    # types-PyYAML declares it on BaseResolver without ClassVar, and an override must match that.
+    yaml_implicit_resolvers: dict[Any, Any] = {}
 
 
 for _tag, _regexp, _first in _CORE_RESOLVERS:
@@ -263,7 +272,7 @@ def _yaml_error(exc: yaml.YAMLError, text: str, display_path: str) -> SpecError:
     return SpecError(f"malformed YAML: {_one_line(str(exc))}", where=display_path)
 
 
-def _compose(loader: CoreSchemaLoader, text: str, display_path: str) -> yaml.Node | None:
+def _compose(loader: _ReportingLoader, text: str, display_path: str) -> yaml.Node | None:
     try:
         root = loader.get_single_node()
     except yaml.YAMLError as exc:
@@ -284,7 +293,10 @@ def compose_checked(text: str, display_path: str) -> yaml.Node | None:
 
 def parse_yaml_text(text: str, display_path: str) -> Any:
     """Parse YAML text with the core schema; bad YAML or a broken limit is a SpecError at its line."""
-    loader = CoreSchemaLoader(text)
+    return _parse_with(CoreSchemaLoader(text), text, display_path)
+
+
+def _parse_with(loader: _ReportingLoader, text: str, display_path: str) -> Any:
     try:
         root = _compose(loader, text, display_path)
         return None if root is None else loader.construct_document(root)
@@ -411,6 +423,41 @@ def load_yaml(path: Path | str, display_path: str | None = None) -> YamlDoc:
     shown = display_path or str(path)
     text = read_spec_text(path, shown)
     return YamlDoc(path=path, text=text, data=parse_yaml_text(text, shown), display_path=shown)
+
+
+@dataclass(frozen=True)
+class LocalTag:
+    """A scalar under a local tag (``!function utils.process``): the tag, the text, its line."""
+
+    tag: str
+    value: str
+    line: int
+
+
+class Yaml11Loader(_ReportingLoader):
+    """PyYAML's safe loader as it is (YAML 1.1 resolvers), keeping local tags on scalars."""
+
+
+def _construct_local_tag(loader: Yaml11Loader, suffix: str, node: yaml.Node) -> LocalTag:
+    if not isinstance(node, yaml.ScalarNode):
+        raise yaml.constructor.ConstructorError(
+            None, None, f"the tag !{suffix} is only read on a scalar", node.start_mark
+        )
+    return LocalTag(f"!{suffix}", str(loader.construct_scalar(node)), _line(node))
+
+
+Yaml11Loader.add_multi_constructor("!", _construct_local_tag)
+
+
+def load_yaml_11(path: Path | str, display_path: str | None = None) -> YamlDoc:
+    """Read and parse a YAML 1.1 file (another program's: see the module docstring) under the same
+    limits as ``load_yaml``; a missing file or bad YAML is a SpecError at its file:line. Line
+    lookups (``YamlDoc.where``) work as for any document: composing never resolves a tag."""
+    path = Path(path)
+    shown = display_path or str(path)
+    text = read_spec_text(path, shown)
+    data = _parse_with(Yaml11Loader(text), text, shown)
+    return YamlDoc(path=path, text=text, data=data, display_path=shown)
 
 
 def format_path(path: PathKey) -> str:
