@@ -54,11 +54,12 @@ COMMANDS: dict[str, LazyCommand] = {
         "Write the seeds' campaigns (000, 004) from their documents, not measured here; idempotent.",
     ),
     "init": LazyCommand(
-        "recipe_ledger.cli.init:init", "Create ledger/ (format marker, .gitattributes); safe to run again."
+        "recipe_ledger.cli.init:init",
+        "Create ledger/ (format marker, .gitattributes) and this writer's signing key; safe to run again.",
     ),
     "key": LazyCommand(
         "recipe_ledger.cli.key:key_group",
-        "This box's signing key: chain heads signed with it, its public half in ledger/allowed_signers.",
+        "This box's signing key: a key entry in its chain, chain heads signed with it.",
     ),
     "log": LazyCommand("recipe_ledger.cli.log:log", "List entries, oldest first, with their folded status."),
     "mlflow": LazyCommand(
