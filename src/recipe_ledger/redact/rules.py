@@ -1,6 +1,5 @@
 """The rules of ``recipe_ledger.redact`` (its docstring says what they are)."""
 
-
 from __future__ import annotations
 
 import os
@@ -8,6 +7,8 @@ import re
 from collections.abc import Mapping
 from functools import lru_cache, partial
 from typing import Any
+
+from recipe_ledger.redact import detectors
 
 MARK = "[REDACTED]"
 USER_NAMES_ENV = "RECIPE_LEDGER_REDACT_NAMES"
@@ -32,6 +33,12 @@ _SECRET_WORDS = frozenset(
         "privatekey",
         "accesskey",
         "passphrase",
+        # Names with no word above (issue 26): DB_CREDS, VAULT_PASSCODE, pw=, SLACK_WEBHOOK.
+        "creds",
+        "cred",
+        "passcode",
+        "pw",
+        "webhook",
     }
 )
 # Words that are also ordinary English: "token: the algorithm" is prose, "token: hf_x..." is not.
@@ -52,7 +59,7 @@ _PLAIN_LAST_WORDS = frozenset(
     | {"error", "exception", "warning"}
 )
 # Long compound words that hold a secret word without a separator (HFTOKEN, MYAPIKEY, DBPASSWORD).
-_GLUED = re.compile(r"(?:token|secret|passw(?:or)?d|apikey|credentials?)$", re.IGNORECASE)
+_GLUED = re.compile(r"(?:token|secret|passw(?:or)?d|passcode|apikey|credentials?|creds)$", re.IGNORECASE)
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 # A number, a boolean, or the start of a structure (`[`, `{`: its contents are scanned on their own).
 _HARMLESS_VALUE = re.compile(
@@ -68,6 +75,16 @@ _COUNT = re.compile(r"[+-]?\d{1,12}(?:\.\d+)?(?:[eE][+-]?\d+)?")
 # ordinary hex digests (git, sha256) are never mistaken for a token.
 _TOKEN_SHAPES = [
     r"hf_[A-Za-z0-9]{20,}",
+    r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}",  # Stripe
+    r"sk-(?:proj|ant|svcacct|admin|or)-[A-Za-z0-9_\-]{8,}",  # OpenAI project keys, Anthropic, OpenRouter
+    r"pypi-AgE[A-Za-z0-9_\-]{8,}",  # a PyPI macaroon (base64 of its version byte and "pypi.org")
+    r"pypi-(?=[A-Za-z0-9_\-]*[0-9])(?=[A-Za-z0-9_\-]*[A-Z])[A-Za-z0-9_\-]{16,}",
+    r"nvapi-[A-Za-z0-9_\-]{16,}",  # NVIDIA NGC / build.nvidia.com
+    r"ya29\.[0-9A-Za-z_\-]{16,}",  # a Google OAuth access token
+    r"npm_[A-Za-z0-9]{30,}",
+    r"hvs\.[A-Za-z0-9_\-]{20,}",  # a Vault service token
+    r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}",  # SendGrid
+    r"dop_v1_[a-f0-9]{40,}",  # DigitalOcean
     r"gh[pousr]_[A-Za-z0-9]{30,}",
     r"github_pat_[A-Za-z0-9_]{20,}",
     r"sk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_\-]{20,}",
@@ -86,6 +103,44 @@ _PEM_RE = re.compile(
 )
 # scheme://user:password@host: the password goes, the user stays (it says whose access it was).
 _URL_USERINFO_RE = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/\s:@\"'<>]*):([^/\s@\"'<>]+)@")
+# scheme://TOKEN@host (git's https://<token>@github.com): a user name that looks like a key goes.
+_URL_USER_RE = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^/\s:@\"'<>\[\]]+)@")
+# user:password@registry.example.com/image (a docker reference, a DSN without its scheme): no
+# scheme, so the host must look like one (a dot and a top-level name, or localhost) and the user
+# must not follow a path or another reference (`org/image:tag@sha256:...` has no host after @).
+_BARE_USERINFO_RE = re.compile(
+    r"(?<![\w/:@.\-])([A-Za-z0-9_.\-]+):([^\s/@:\"'<>]+)@(?=(?:[A-Za-z0-9\-]+\.)+[A-Za-z]{2,}\b|localhost\b)"
+)
+# Secrets a URL carries in its query or path: a presigned S3/GCS URL's signature and credential,
+# an Azure SAS signature, a Slack or Discord webhook's path (the path is the credential).
+_URL_QUERY_SECRET_RE = re.compile(
+    r"(?i)([?&](?:x-amz-signature|x-amz-credential|x-goog-signature|x-goog-credential|sig|signature)=)"
+    r"([^&\s\"'#<>]+)"
+)
+_WEBHOOK_RE = re.compile(
+    r"(?i)((?:hooks\.slack\.com/(?:services|workflows|triggers)|discord(?:app)?\.com/api/webhooks)/)"
+    r"[A-Za-z0-9_/\-]+"
+)
+# Free text that says what follows is a secret: "the db password is X", "my token was X",
+# "api key = X", "credentials: X". The value goes unless it is a word that describes the secret
+# instead of being it ("the password is incorrect").
+_PROSE_SECRET_RE = re.compile(
+    r"(?i)\b(pass(?:word|wd|phrase|code)?|pwd|pw|secret|token|(?:api|access|secret|private)[ _-]?key|"
+    r"credentials?|creds)((?:\s+(?:for|of|to)\s+[\w.@/:\-]+)?\s+(?:is|was|=|is set to|set to)\s+)"
+    r"([\"'`]?)([^\s\"'`]+)"
+)
+_DESCRIBING_WORDS = frozenset(
+    "the a an not no none null set unset empty missing required invalid incorrect wrong expired "
+    "correct valid ok okay fine too still being now stored hidden redacted unknown needed optional "
+    "given provided used read sent ignored rejected accepted supported shown printed changed "
+    "rotated revoked in on from at by".split()
+)
+# A line break inside a token (a wrapped log line, a YAML folded string, a shell continuation):
+# shapes and base64 runs are also looked for with the breaks taken out (``_joined_spans``).
+_BREAK_RE = re.compile(r"\\?\r?\n[ \t]*")
+# A run that may be base64 (standard or URL-safe) of text: 16+ characters with both cases.
+_B64_RUN_RE = re.compile(r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/_\-]{16,}={0,2}(?![A-Za-z0-9+/=_\-])")
+_B64_DEPTH = 2  # base64 inside base64 inside base64 is decoded no further
 _AUTH_HEADER_RE = re.compile(
     r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)(?:(bearer|basic|token|digest|negotiate)\s+)?"
     r"([^\s\"',;]+)"
@@ -210,16 +265,23 @@ class _Rules:
         return _redact_cached(text, self.literals, self.extra)
 
     def env(self, env: Mapping[str, str]) -> dict[str, str]:
-        return {
-            name: MARK if is_secret_name(name, value, extra=self.extra) else self.text(str(value))
-            for name, value in env.items()
-        }
+        out: dict[str, str] = {}
+        for name, value in env.items():
+            hidden = MARK if is_secret_name(name, value, extra=self.extra) else self.text(str(value))
+            out[_unique(self.text(name), out)] = hidden
+        return out
 
     def obj(self, obj: Any) -> Any:
         if isinstance(obj, str):
             return self.text(obj)
         if isinstance(obj, Mapping):
-            return {key: self._item(str(key), value) for key, value in obj.items()}
+            # A key is text like any other (a token pasted as an env name, a param or volume key):
+            # it is redacted too, and judged as it was given for what its value may show.
+            out: dict[Any, Any] = {}
+            for key, value in obj.items():
+                shown = _unique(self.text(key), out) if isinstance(key, str) else key
+                out[shown] = self._item(str(key), value)
+            return out
         if isinstance(obj, (list, tuple)):
             return type(obj)(self._sequence(obj))
         return obj
@@ -246,20 +308,170 @@ class _Rules:
         return out
 
 
+def _unique(key: str, taken: Mapping[Any, Any]) -> str:
+    """``key``, or ``key#2``, ``key#3``... when another redacted key already reads the same: two
+    secrets as keys must not collapse into one entry (and lose a value)."""
+    if key not in taken:
+        return key
+    n = 2
+    while f"{key}#{n}" in taken:
+        n += 1
+    return f"{key}#{n}"
+
+
 _SHORTEST = 5  # nothing shorter holds a credential this module can recognise ("k=v1" is not one)
 _CACHED_UP_TO = 4096  # argv items, env values, names, titles: they repeat across entries
 
 
-def _redact_string(text: str, literals: tuple[str, ...], extra: frozenset[str]) -> str:
+def _redact_string(text: str, literals: tuple[str, ...], extra: frozenset[str], depth: int = 0) -> str:
     for value in literals:
         text = text.replace(value, MARK)
-    text = _PEM_RE.sub(MARK, text)
-    text = _TOKEN_RE.sub(MARK, text)
+    text = _PEM_RE.sub(_pem, text)
+    text = _mask_joined(text, _TOKEN_RE, _whole_shape)
+    text = _mask_joined(
+        text, _B64_RUN_RE, partial(_b64_hides_secret, literals=literals, extra=extra, depth=depth)
+    )
+    text = _WEBHOOK_RE.sub(lambda m: f"{m.group(1)}{MARK}", text)
+    text = _URL_QUERY_SECRET_RE.sub(lambda m: f"{m.group(1)}{MARK}", text)
     text = _URL_USERINFO_RE.sub(lambda m: f"{m.group(1)}:{MARK}@", text)
+    text = _URL_USER_RE.sub(_url_user, text)
+    text = _BARE_USERINFO_RE.sub(lambda m: f"{m.group(1)}:{MARK}@", text)
     text = _AUTH_HEADER_RE.sub(_auth_header, text)
     text = _BEARER_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}{MARK}", text)
+    text = _PROSE_SECRET_RE.sub(_prose_secret, text)
     pair = partial(_pair, extra=extra)
-    return _FLAG_RE.sub(pair, _PAIR_RE.sub(pair, text))
+    text = _FLAG_RE.sub(pair, _PAIR_RE.sub(pair, text))
+    return _mask_detected(text)
+
+
+def _pem(match: re.Match[str]) -> str:
+    """A PEM block, one marker per line: the lines around it keep their numbers (a streamed log
+    is redacted a line at a time, ``stream``)."""
+    return "\n".join(MARK for _ in match.group(0).split("\n"))
+
+
+def _mask_detected(text: str) -> str:
+    """What detect-secrets' plugins find (``detectors``) that the rules above did not."""
+    for value in sorted(detectors.found(text), key=len, reverse=True):
+        if value != MARK and MARK not in value:
+            text = re.sub(r"(?<![A-Za-z0-9])" + re.escape(value) + r"(?![A-Za-z0-9])", MARK, text)
+    return text
+
+
+def _whole_shape(joined: str, start: int, end: int, breaks: list[int]) -> tuple[int, int] | None:
+    """A token shape found with the line breaks taken out. A token that ends at a break is whole
+    on its line: the match is cut there, so the next line's first word is not taken with it."""
+    for cut in breaks:
+        if start < cut < end and _TOKEN_RE.fullmatch(joined, start, cut):
+            return start, cut
+    return start, end
+
+
+def _b64_hides_secret(
+    joined: str,
+    start: int,
+    end: int,
+    breaks: list[int],
+    *,
+    literals: tuple[str, ...],
+    extra: frozenset[str],
+    depth: int,
+) -> tuple[int, int] | None:
+    """A base64 run whose decoded text holds a secret (``HF_TOKEN=hf_...`` base64-wrapped)."""
+    run = joined[start:end]
+    if depth >= _B64_DEPTH or not (_has_upper_and_lower(run)):
+        return None
+    decoded = _b64_text(run)
+    if decoded is None or _redact_string(decoded, literals, extra, depth + 1) == decoded:
+        return None
+    return start, end
+
+
+def _has_upper_and_lower(run: str) -> bool:
+    return _UPPER.search(run) is not None and _LOWER.search(run) is not None
+
+
+_UPPER, _LOWER = re.compile(r"[A-Z]"), re.compile(r"[a-z]")
+
+
+def _b64_text(run: str) -> str | None:
+    """The text a base64 run decodes to, or None when it is not base64 of mostly printable text."""
+    import base64
+    import binascii
+
+    body = run.rstrip("=").replace("-", "+").replace("_", "/")
+    try:
+        raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
+        text = raw.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    printable = sum(1 for c in text if c.isprintable() or c in "\n\r\t")
+    return text if text and printable >= 0.95 * len(text) else None
+
+
+def _mask_joined(text: str, pattern: re.Pattern[str], keep: Any) -> str:
+    """``pattern``'s matches replaced by the marker, also those that a line break splits.
+
+    The text is searched with its breaks (``_BREAK_RE``) taken out; ``keep(joined, start, end,
+    breaks)`` says which part of a match to hide (None: none). A hidden span that crosses a break
+    becomes one marker on each side of it: the line count stays (``stream`` relies on it)."""
+    if "\n" not in text:
+        return pattern.sub(lambda m: MARK if keep(text, m.start(), m.end(), []) else m.group(0), text)
+    pieces, origins, breaks, last, size = [], [], [], 0, 0
+    for found in _BREAK_RE.finditer(text):
+        pieces.append(text[last : found.start()])
+        origins.append((size, last))
+        size += found.start() - last
+        breaks.append(size)
+        last = found.end()
+    pieces.append(text[last:])
+    origins.append((size, last))
+    joined = "".join(pieces)
+    spans = []
+    for match in pattern.finditer(joined):
+        kept = keep(joined, match.start(), match.end(), breaks)
+        if kept:
+            spans += _original_spans(kept[0], kept[1], origins, [len(p) for p in pieces])
+    for begin, end in sorted(spans, reverse=True):
+        text = text[:begin] + MARK + text[end:]
+    return text
+
+
+def _original_spans(
+    start: int, end: int, origins: list[tuple[int, int]], sizes: list[int]
+) -> list[tuple[int, int]]:
+    """The spans of the original text that the joined span [start, end) came from (one per line)."""
+    out = []
+    for (joined_at, original_at), size in zip(origins, sizes, strict=True):
+        lo, hi = max(start, joined_at), min(end, joined_at + size)
+        if lo < hi:
+            out.append((original_at + lo - joined_at, original_at + hi - joined_at))
+    return out
+
+
+def _url_user(match: re.Match[str]) -> str:
+    """``scheme://user@``: a user name that looks like a key (16+ characters with letters and
+    digits, or a token shape) is hidden; ``git@``, ``alice@``, ``postgres@`` stay."""
+    user = match.group(2)
+    if user == MARK or not _key_like(user):
+        return match.group(0)
+    return f"{match.group(1)}{MARK}@"
+
+
+def _key_like(user: str) -> bool:
+    letters, digits = any(c.isalpha() for c in user), any(c.isdigit() for c in user)
+    return bool(_TOKEN_RE.fullmatch(user)) or (len(user) >= 16 and letters and digits) or len(user) >= 32
+
+
+def _prose_secret(match: re.Match[str]) -> str:
+    word, between, quote, value = match.groups()
+    bare = value.rstrip(".,;:!?)]}")
+    if not bare or bare == MARK or MARK in bare or bare.lower() in _DESCRIBING_WORDS:
+        return match.group(0)
+    words = _words(word)
+    if words and words[-1] in _PROSE_WORDS and (_PROSE_VALUE.fullmatch(bare) or _COUNT.fullmatch(bare)):
+        return match.group(0)  # "the token is generated", "the key is 5": a word or a count
+    return f"{word}{between}{quote}{MARK}{value[len(bare) :]}"
 
 
 _redact_cached = lru_cache(maxsize=1 << 16)(_redact_string)
@@ -268,7 +480,7 @@ _redact_cached = lru_cache(maxsize=1 << 16)(_redact_string)
 def _pair(match: re.Match[str], *, extra: frozenset[str]) -> str:
     key, sep, value = match.group(1), match.group(2), match.group(3)
     bare_key = key.strip("\"'")
-    inner = value.strip("\"'").rstrip(")]}")  # `'ms_per_token': 3.3}` is judged by its 3.3
+    inner = value.strip("\"'`").rstrip(")]}`")  # `'ms_per_token': 3.3}` is judged by its 3.3
     if inner == MARK or inner.lower() in ("bearer", "basic", "token", "digest", "negotiate"):
         return match.group(0)
     if sep.strip() == ":" and bare_key.lower() in _PROSE_WORDS and _PROSE_VALUE.fullmatch(value):
