@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from recipe_ledger.engines.base import ServerCommand
 from recipe_ledger.errors import InputError, LedgerError
+from recipe_ledger.redact import LogPipe
 
 
 class InstrumentError(LedgerError):
@@ -245,14 +246,24 @@ def run_client(argv: list[str], *, env: dict[str, str] | None, log_path: Path, t
     its own session so that Ctrl-C in the terminal reaches the runner first, which then stops it.
     """
     start = time.monotonic()
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            code = proc.wait(timeout=timeout_s)
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
+    # The client writes into a pipe whose reader redacts each line before it reaches the file
+    # (redact.stream), against the client's own environment: a killed run leaves nothing raw.
+    log_path.write_bytes(b"")
+    log = LogPipe(log_path, env)
+    try:
+        proc = subprocess.Popen(
+            argv, env=env, stdout=log.child_fd, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    finally:
+        log.started()
+    try:
+        code = proc.wait(timeout=timeout_s)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        log.close()
     if code != 0:
         tail = log_path.read_text(errors="replace")[-2000:]
         raise InstrumentError(

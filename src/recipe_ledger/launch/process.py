@@ -12,6 +12,7 @@ from recipe_ledger.errors import InputError
 from recipe_ledger.launch.ports import ensure_port_free
 from recipe_ledger.launch.server import RunningServer
 from recipe_ledger.launch.spec import LaunchSpec
+from recipe_ledger.redact import LogPipe
 
 DEFAULT_STOP_GRACE_S = 15.0
 _KILL_CONFIRM_S = 5.0
@@ -29,8 +30,17 @@ class ProcessServer(RunningServer):
         self._stop_grace_s = stop_grace_s
         super().__init__(spec, log_start_offset)
 
+    log_pipe: LogPipe | None = None  # the reader that writes the log (redacted), drained at stop
+
     def exit_code(self) -> int | None:
         return self._popen.poll()
+
+    def stop(self) -> None:
+        try:
+            super().stop()
+        finally:
+            if self.log_pipe is not None:
+                self.log_pipe.close()  # the group is gone: the last lines reach the file before it is read
 
     def _terminate(self) -> None:
         # vLLM spawns engine and worker processes; signalling the group reaches them all, and
@@ -74,17 +84,24 @@ class ProcessLauncher:
     def _spawn(self, spec: LaunchSpec) -> ProcessServer:
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         log_start_offset = _log_size(spec.log_path)
-        # Append, never truncate: a retried launch keeps the earlier attempt's log.
-        with open(spec.log_path, "ab") as log_file:
+        # Append, never truncate: a retried launch keeps the earlier attempt's log. The server
+        # writes into a pipe whose reader redacts each line before it reaches the file
+        # (redact.stream): a `ledger run` killed with -9 leaves no raw secret in the log.
+        log_pipe = LogPipe(spec.log_path, spec.env)
+        try:
             popen = subprocess.Popen(
                 list(spec.argv),
                 env=os.environ | dict(spec.env),
                 start_new_session=True,
                 stdin=subprocess.DEVNULL,
-                stdout=log_file,
+                stdout=log_pipe.child_fd,
                 stderr=subprocess.STDOUT,
             )
-        return ProcessServer(spec, popen, log_start_offset, self.stop_grace_s)
+        finally:
+            log_pipe.started()
+        server = ProcessServer(spec, popen, log_start_offset, self.stop_grace_s)
+        server.log_pipe = log_pipe
+        return server
 
 
 def group_is_gone(pgid: int) -> bool:

@@ -54,7 +54,9 @@ from recipe_ledger.redact.rules import (
     redact_obj,
     redact_text,
     secret_values,
+    text_redactor,
 )
+from recipe_ledger.redact.stream import LogPipe, RedactedLog
 
 __all__ = [
     "MARK",
@@ -66,4 +68,7 @@ __all__ = [
     "redact_obj",
     "redact_text",
     "secret_values",
+    "text_redactor",
+    "LogPipe",
+    "RedactedLog",
 ]

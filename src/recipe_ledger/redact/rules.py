@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache, partial
 from typing import Any
 
@@ -503,6 +503,13 @@ def _auth_header(match: re.Match[str]) -> str:
 def redact_text(text: str, *, environ: Mapping[str, str] | None = None) -> str:
     """``text`` with credential-shaped strings and known secret values replaced by ``[REDACTED]``."""
     return _Rules(environ).text(text)
+
+
+def text_redactor(environ: Mapping[str, str] | None = None) -> Callable[[str], str]:
+    """``redact_text`` bound to one reading of ``environ``, without the cache: a streamed log's
+    lines never repeat, and caching them would only hold them in memory."""
+    rules = _Rules(environ)
+    return partial(_redact_string, literals=rules.literals, extra=rules.extra)
 
 
 def redact_env(env: Mapping[str, str], *, environ: Mapping[str, str] | None = None) -> dict[str, str]:
