@@ -68,7 +68,9 @@ _HARMLESS_VALUE = re.compile(
 # Last words that also count things in a serving log (`#new-token: 5`, `kv_cache_key: 3`): under
 # them a plain integer is a count, never a credential. PASSWORD, SECRET... keep hiding digits (a PIN).
 _COUNT_WORDS = frozenset({"token", "key", "session"})
-_UNSET = re.compile(r"none|null|nil|true|false|<redacted>|\*+|[\[{].*", re.I | re.S)
+# ... and a reference to a variable (`-e HF_TOKEN=$HF_TOKEN` in a recipe's command: what a person
+# copies; the value is the shell's, not the text's).
+_UNSET = re.compile(r"none|null|nil|true|false|<redacted>|\*+|[\[{].*|\$\{?[A-Z_][A-Z0-9_]*\}?", re.I | re.S)
 _COUNT = re.compile(r"[+-]?\d{1,12}(?:\.\d+)?(?:[eE][+-]?\d+)?")
 
 # Credential shapes of the services a serving lab touches. Each is anchored on a vendor prefix so
@@ -503,6 +505,12 @@ def _auth_header(match: re.Match[str]) -> str:
 def redact_text(text: str, *, environ: Mapping[str, str] | None = None) -> str:
     """``text`` with credential-shaped strings and known secret values replaced by ``[REDACTED]``."""
     return _Rules(environ).text(text)
+
+
+def looks_like_credential(name: str) -> bool:
+    """Whether a name (an experiment, arm, lane, instrument, box) has a credential's shape: the
+    rules and detect-secrets' plugins would hide it. Names are refused for it, not redacted."""
+    return _redact_string(name, (), frozenset()) != name
 
 
 def text_redactor(environ: Mapping[str, str] | None = None) -> Callable[[str], str]:
