@@ -276,3 +276,17 @@ def test_recipe_command_never_prints_an_env_token(monkeypatch):
         )
         assert result.exit_code == 0, result.output
         assert "plainHfValue77" not in result.output and MARK in result.output
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("hostile: password: Hunter2Xyz", "Hunter2Xyz"),
+        ('server said: "api_key": "JsonKey5678"', "JsonKey5678"),
+        ("log: aws_secret_access_key = wJalrXUtnFEMI/K7MDENG", "wJalrXUtnFEMI"),
+    ],
+)
+def test_a_pair_whose_key_is_another_pair_s_value_is_still_found(text, needle):
+    """`hostile: password: X` once read as the pair (hostile, password:), and X went unseen."""
+    out = redact_text(text, environ={})
+    assert needle not in out and MARK in out

@@ -147,3 +147,11 @@ def test_a_held_line_is_written_when_nothing_follows(tmp_path, hold):
     assert path.read_text() == "ready\n"  # before the process ended (hold) or after (no hold)
     proc.wait(timeout=30)
     pipe.close()
+
+
+def test_a_token_split_after_a_private_key_block_s_end_is_still_joined(tmp_path):
+    lines = [b"-----BEGIN RSA PRIVATE KEY-----\n", b"MIIEpQIBAAKCAQEA3Tz2mr7SZ\n"]
+    lines += [b"-----END RSA PRIVATE KEY----- --note hf_SpLiTaAbBcCdD\n", b"EeFfGgHh12345 --note x\n"]
+    out = _written(lines, tmp_path=tmp_path)
+    assert "SpLiTa" not in out and "EeFfGgHh" not in out
+    assert out.splitlines() == [MARK, MARK, f"{MARK} --note {MARK}", f"{MARK} --note x"]

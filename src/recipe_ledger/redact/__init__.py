@@ -1,7 +1,7 @@
 """Keeping secrets out of everything the tool writes (ledger, run folders, MLflow, tables, the site,
 the terminal).
 
-Three entry points, all pure and cheap:
+Three entry points, all pure:
 
 - ``redact_env(env)``: a copy of an environment mapping where the value of every variable whose
   name looks secret (see *Names* below) is replaced by a marker, and every other value is passed
@@ -19,11 +19,22 @@ Three entry points, all pure and cheap:
     recognisable shape, an AWS secret access key) wherever they appear.
 - ``redact_obj(obj)``: the same over any JSON-like structure; a dict key that looks secret has its
   string value replaced, and in a list (an argv) the item after a secret-looking flag is replaced.
+  Keys are text too: a key with a secret's shape is itself redacted (``[REDACTED]``, ``[REDACTED]#2``).
+
+Beyond the shapes above (issue 26): ``sk_live_``, ``sk-proj-``, ``pypi-``, ``nvapi-``, ``ya29.``,
+``npm_``, ``hvs.``, ``SG.``; Slack/Discord webhook paths; presigned-URL signatures; a key as a URL's
+user; ``user:pw@host`` without a scheme (docker references); "the db password is X" in prose; a
+token split across lines (``_mask_joined``: each part hidden, the line count kept); base64 runs that
+decode to text holding a secret; and detect-secrets' plugins (``detectors``, the only module that
+imports detect-secrets). ``looks_like_credential(name)`` is how names are refused at load instead
+of being redacted (``spec.bounds.Slug``). ``stream`` writes a child's output to its log redacted
+line by line (``LogPipe``, ``RedactedLog``): a killed run leaves no raw line on disk.
 
 **Names.** A name (an environment variable, a dict key, a flag, the key of a pair) is split into
 words (``_``, ``-``, ``.``, camelCase). Secret words are ``TOKEN KEY SECRET PASSWORD PASSWD PASS
-PWD CREDENTIAL(S) AUTH AUTHORIZATION COOKIE SESSION PRIVATE APIKEY`` plus the words and names
-listed, comma-separated, in ``$RECIPE_LEDGER_REDACT_NAMES`` (e.g. ``DSN,LAB_CONN_STRING``).
+PWD PW PASSCODE CREDENTIAL(S) CRED(S) AUTH AUTHORIZATION COOKIE SESSION PRIVATE APIKEY WEBHOOK``
+plus the words and names listed, comma-separated, in ``$RECIPE_LEDGER_REDACT_NAMES`` (e.g.
+``DSN,LAB_CONN_STRING``).
 
 - A name whose **last** word is secret (``HF_TOKEN``, ``MY_PASS``, ``apiKey``) or whose last word
   qualifies a secret word (``TOKEN_VALUE``, ``API_KEY_B64``) always hides its value.

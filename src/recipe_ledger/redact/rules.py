@@ -150,9 +150,11 @@ _AUTH_HEADER_RE = re.compile(
 _BEARER_RE = re.compile(r"(?i)\b(bearer)(\s+)([A-Za-z0-9._~+/=\-]{16,})")
 # key=value, key: value, "key": "value", --key=value; then --key value. The key is judged by the
 # name rule (is_secret_name) in the callback, not by these patterns.
+# A value is taken whole (an atomic group) and is never itself the key of the next pair: in
+# "hostile: password: X" the pair is password: X, not hostile: password.
 _PAIR_RE = re.compile(
     r"(?<![A-Za-z0-9_.\-])(-{0,2}[\"']?[A-Za-z_][A-Za-z0-9_.\-]*[\"']?)(\s*[:=]\s*)"
-    r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;&<>]+)"
+    r"((?>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;&<>]+))(?<![:=])(?!\s*[:=])"
 )
 _FLAG_RE = re.compile(
     r"(?<![A-Za-z0-9_.\-])(--?[A-Za-z][A-Za-z0-9_.\-]*)(\s+)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\-\"',;<>][^\s\"',;<>]*)"

@@ -83,11 +83,23 @@ class RedactedLog:
         self._fd = -1
 
     def _line(self, line: str) -> None:
-        if self._in_pem or (_PEM_BEGIN.search(line) and not _PEM_END.search(line)):
-            self.flush_held()
-            self._in_pem = not _PEM_END.search(line)
-            self._emit(MARK)
-            return
+        if self._in_pem:
+            end = _PEM_END.search(line)
+            if end is None:
+                self._emit(MARK)
+                return
+            self._in_pem = False
+            line = MARK + line[end.end() :]  # what follows the block is a line like any other
+        else:
+            begin = _PEM_BEGIN.search(line)
+            if begin is not None and not _PEM_END.search(line, begin.end()):
+                self._joined(line[: begin.start()] + MARK)
+                self.flush_held()
+                self._in_pem = True
+                return
+        self._joined(line)
+
+    def _joined(self, line: str) -> None:
         if self._held is None:
             self._held = line
             return
