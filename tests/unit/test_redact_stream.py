@@ -83,6 +83,7 @@ def _kill_group(pid: int) -> None:
 
 
 def _written(chunks: list[bytes], secrets: dict[str, str] | None = None, *, tmp_path: Path) -> str:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "x.log"
     log = RedactedLog(path, secrets or {})
     for chunk in chunks:
@@ -138,7 +139,7 @@ def test_a_held_line_is_written_when_nothing_follows(tmp_path, hold):
     """The last line waits for the next one (a split token), but not forever: silence writes it."""
     path = tmp_path / "server.log"
     pipe = LogPipe(path, {})
-    code = "import time; print('ready', flush=True); time.sleep(%s)" % ("2" if hold else "0")
+    code = "import time; print('ready', flush=True); time.sleep(%s)" % ("1" if hold else "0")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=pipe.child_fd, stderr=subprocess.STDOUT)
     pipe.started()
     deadline = time.monotonic() + 10
@@ -155,3 +156,33 @@ def test_a_token_split_after_a_private_key_block_s_end_is_still_joined(tmp_path)
     out = _written(lines, tmp_path=tmp_path)
     assert "SpLiTa" not in out and "EeFfGgHh" not in out
     assert out.splitlines() == [MARK, MARK, f"{MARK} --note {MARK}", f"{MARK} --note x"]
+
+
+def test_any_chunking_of_a_log_keeps_its_lines_and_hides_every_secret(tmp_path):
+    """Seeded random chunkings of ordinary serving-log lines mixed with secrets: the same lines
+    come out, ordinary ones unchanged, and no secret in any of them."""
+    import random
+
+    ordinary = [
+        "INFO 12-01 07:46:29 [api_server.py:1024] Starting vLLM API server on http://0.0.0.0:8000",
+        "Decode batch, #running-req: 1, #token: 48, #new-token: 5, #pending-token: 0",
+        "server_args={'api_key': None, 'max_num_seqs': 16, 'ms_per_token': 3.3}",
+        "sha256:" + "ab" * 32 + " df42c109f1defefcbfcedbe7d905718a12266e40",
+    ]
+    secrets = {
+        "DB_PASSWORD=hunter2hunter2": "hunter2hunter2",
+        "auth with hf_AbCdEfGhIjKlMnOpQrStUv12": "AbCdEfGhIjKlMnOpQrStUv12",
+        f"connecting with {SHAPELESS}": SHAPELESS,
+        "the db password is Tr0ub4dorX3": "Tr0ub4dorX3",
+        "https://alice:UrlPassW0rd@models.example.com/m": "UrlPassW0rd",
+    }
+    rng = random.Random(26)
+    for case in range(20):
+        lines = [rng.choice(ordinary + list(secrets)) for _ in range(30)]
+        data = "".join(line + "\n" for line in lines).encode()
+        cuts = sorted(rng.sample(range(1, len(data)), 12))
+        chunks = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+        out = _written(chunks, {"DB_PASSWORD": SHAPELESS}, tmp_path=tmp_path / str(case)).splitlines()
+        assert len(out) == len(lines)
+        assert [o for o, i in zip(out, lines, strict=True) if i in ordinary and o != i] == []
+        assert [n for n in secrets.values() if any(n in o for o in out)] == []
