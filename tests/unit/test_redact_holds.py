@@ -290,3 +290,8 @@ def test_a_pair_whose_key_is_another_pair_s_value_is_still_found(text, needle):
     """`hostile: password: X` once read as the pair (hostile, password:), and X went unseen."""
     out = redact_text(text, environ={})
     assert needle not in out and MARK in out
+
+
+def test_a_password_that_starts_with_a_dollar_is_not_a_variable_reference():
+    assert redact_text("DB_PASSWORD=$ecret99x", environ={}) == f"DB_PASSWORD={MARK}"
+    assert redact_text("DB_PASSWORD=$DB_PASSWORD", environ={}) == "DB_PASSWORD=$DB_PASSWORD"

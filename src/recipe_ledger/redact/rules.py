@@ -70,7 +70,10 @@ _HARMLESS_VALUE = re.compile(
 _COUNT_WORDS = frozenset({"token", "key", "session"})
 # ... and a reference to a variable (`-e HF_TOKEN=$HF_TOKEN` in a recipe's command: what a person
 # copies; the value is the shell's, not the text's).
-_UNSET = re.compile(r"none|null|nil|true|false|<redacted>|\*+|[\[{].*|\$\{?[A-Z_][A-Z0-9_]*\}?", re.I | re.S)
+# Upper case only: "$ecret99" is a password that starts with a dollar, not a reference.
+_UNSET = re.compile(
+    r"none|null|nil|true|false|<redacted>|\*+|[\[{].*|(?-i:\$\{?[A-Z_][A-Z0-9_]*\}?)", re.I | re.S
+)
 _COUNT = re.compile(r"[+-]?\d{1,12}(?:\.\d+)?(?:[eE][+-]?\d+)?")
 
 # Credential shapes of the services a serving lab touches. Each is anchored on a vendor prefix so
@@ -124,7 +127,7 @@ _WEBHOOK_RE = re.compile(
     r"[A-Za-z0-9_/\-]+"
 )
 # Free text that says what follows is a secret: "the db password is X", "my token was X",
-# "api key = X", "credentials: X". The value goes unless it is a word that describes the secret
+# "api key = X" ("password: X" is a pair, below). The value goes unless it is a word that describes the secret
 # instead of being it ("the password is incorrect").
 _PROSE_SECRET_RE = re.compile(
     r"(?i)\b(pass(?:word|wd|phrase|code)?|pwd|pw|secret|token|(?:api|access|secret|private)[ _-]?key|"
@@ -138,7 +141,7 @@ _DESCRIBING_WORDS = frozenset(
     "rotated revoked in on from at by".split()
 )
 # A line break inside a token (a wrapped log line, a YAML folded string, a shell continuation):
-# shapes and base64 runs are also looked for with the breaks taken out (``_joined_spans``).
+# shapes and base64 runs are also looked for with the breaks taken out (``_mask_joined``).
 _BREAK_RE = re.compile(r"\\?\r?\n[ \t]*")
 # A run that may be base64 (standard or URL-safe) of text: 16+ characters with both cases.
 _B64_RUN_RE = re.compile(r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/_\-]{16,}={0,2}(?![A-Za-z0-9+/=_\-])")
