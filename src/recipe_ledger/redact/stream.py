@@ -142,10 +142,11 @@ class LogPipe:
         self._thread.join(timeout_s)  # the reader closes the log at the pipe's end
 
     def _pump(self) -> None:
+        poller = select.poll()  # not select.select: a busy process may hand out fds past 1024
+        poller.register(self._read_fd, select.POLLIN)
         try:
             while True:
-                ready, _, _ = select.select([self._read_fd], [], [], HOLD_S)
-                if not ready:
+                if not poller.poll(HOLD_S * 1000):
                     self.log.flush_held()
                     continue
                 data = os.read(self._read_fd, _READ)
