@@ -16,7 +16,15 @@ from recipe_ledger.cli import main
 from recipe_ledger.errors import InputError
 from recipe_ledger.experiment.spec import load_experiment
 from recipe_ledger.ledger.published import load_verified
-from recipe_ledger.redact import MARK, detectors, looks_like_credential, redact_env, redact_obj, redact_text
+from recipe_ledger.redact import (
+    MARK,
+    detectors,
+    looks_like_credential,
+    redact_env,
+    redact_lines,
+    redact_obj,
+    redact_text,
+)
 from recipe_ledger.site.entries import index_ledger
 from recipe_ledger.site.pages import experiments
 from recipe_ledger.tracking.entries import redact_spec
@@ -295,3 +303,20 @@ def test_a_pair_whose_key_is_another_pair_s_value_is_still_found(text, needle):
 def test_a_password_that_starts_with_a_dollar_is_not_a_variable_reference():
     assert redact_text("DB_PASSWORD=$ecret99x", environ={}) == f"DB_PASSWORD={MARK}"
     assert redact_text("DB_PASSWORD=$DB_PASSWORD", environ={}) == "DB_PASSWORD=$DB_PASSWORD"
+
+
+def test_redact_lines_sees_what_spans_lines_and_each_line_alone():
+    text = "a hf_AbCdEfGhIj\nKlMnOpQrStUv12 b\nexport HF_TOKEN=plain1234\n"
+    text += "-----BEGIN RSA PRIVATE KEY-----\nMII\n-----END RSA PRIVATE KEY-----\n"
+    text += "vllm serve m --max-num-seqs 64"
+    out = redact_lines(text, environ={})
+    assert out == redact_text(text, environ={})
+    assert out.splitlines() == [
+        f"a {MARK}",
+        f"{MARK} b",
+        f"export HF_TOKEN={MARK}",
+        MARK,
+        MARK,
+        MARK,
+        "vllm serve m --max-num-seqs 64",
+    ]

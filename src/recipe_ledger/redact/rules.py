@@ -532,6 +532,33 @@ def looks_like_credential(name: str) -> bool:
     return _redact_string(name, (), frozenset()) != name
 
 
+def redact_lines(text: str, *, environ: Mapping[str, str] | None = None) -> str:
+    """``redact_text`` a line at a time through the cache, plus the rules that span lines (PEM
+    blocks, split tokens, wrapped base64) over the whole: for texts whose lines repeat across many
+    texts (the site's ~70 commands per recipe share most of theirs). A pair split by a line break
+    (``password:`` then the value on the next line) is the one thing it does not see."""
+    if "\n" not in text:
+        return redact_text(text, environ=environ)
+    rules = _Rules(environ)
+    if "PRIVATE KEY" in text:
+        text = _PEM_RE.sub(_pem, text)
+    text = _mask_joined(text, _TOKEN_RE, _crossing(_whole_shape))
+    b64 = partial(_b64_hides_secret, literals=rules.literals, extra=rules.extra, depth=0)
+    text = _mask_joined(text, _B64_RUN_RE, _crossing(b64))
+    return "\n".join(rules.text(line) for line in text.split("\n"))
+
+
+def _crossing(keep: Any) -> Any:
+    """``keep`` for matches that cross a line break only (the rest is each line's own business)."""
+
+    def crossing(joined: str, start: int, end: int, breaks: list[int]) -> tuple[int, int] | None:
+        if not any(start < cut < end for cut in breaks):
+            return None
+        return keep(joined, start, end, breaks)
+
+    return crossing
+
+
 def text_redactor(environ: Mapping[str, str] | None = None) -> Callable[[str], str]:
     """``redact_text`` bound to one reading of ``environ``, without the cache: a streamed log's
     lines never repeat, and caching them would only hold them in memory."""
