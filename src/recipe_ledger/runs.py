@@ -17,9 +17,11 @@ ledger entry references them by content hash. The folder holds:
 
 **Secrets and paths.** Every file this module writes is redacted first (``redact``): plan.json and
 summary.json hold the arms' argv and env, and evidence/ commits exactly these files. The server and
-client logs are written by the processes themselves; ``redact_logs`` rewrites them once the run
-is over (they are parsed unredacted while it runs). Every path built from a name that came from a
-spec (an arm, a run id) goes through ``paths.contained``, which refuses one that would leave its folder.
+client logs reach their files through ``redact.LogPipe`` (each line redacted as it is written, so a
+run killed with -9 leaves nothing raw); ``redact_logs`` rewrites every log once more when the run is
+over, for the files a client wrote itself (its own log folder) and rules that came later. Every
+path built from a name that came from a spec (an arm, a run id) goes through ``paths.contained``,
+which refuses one that would leave its folder.
 
 **Versions.** A JSONL file starts with a header line ``{"format": "recipe-ledger/measurements",
 "version": 1}``; a JSON file carries a top-level ``format_version``. Files written before the run

@@ -68,25 +68,29 @@ def _summary(ref: str, recipe: Recipe) -> dict:
 def show_recipe(name: str, recipes: Path, as_json: bool) -> None:
     """Show one recipe: model, variants, features, strategies, hardware."""
     from recipe_ledger.recipes.catalog import RecipeRoot
+    from recipe_ledger.redact import redact_obj, redact_text
 
     loaded = RecipeRoot(recipes).load(name)
     recipe = loaded.recipe
     if as_json:
-        print_json(recipe.model_dump(mode="json", exclude_none=True))
+        # A recipe is a file anyone may have pasted a token into (an env value, a description).
+        print_json(redact_obj(recipe.model_dump(mode="json", exclude_none=True)))
         return
-    echo_line(f"{recipe.meta.title}  ({loaded.ref})")
+    echo_line(redact_text(f"{recipe.meta.title}  ({loaded.ref})"))
     echo_line(
-        f"model: {recipe.model.model_id}   {recipe.model.parameter_count or ''} "
-        f"{recipe.model.architecture or ''}".rstrip()
+        redact_text(
+            f"model: {recipe.model.model_id}   {recipe.model.parameter_count or ''} "
+            f"{recipe.model.architecture or ''}".rstrip()
+        )
     )
-    echo_line(recipe.meta.description)
+    echo_line(redact_text(recipe.meta.description))
     hardware = ", ".join(f"{hw} ({state})" for hw, state in recipe.meta.hardware.items()) or "-"
     echo_line(f"hardware: {hardware}")
     echo_line(f"strategies: {', '.join(recipe.compatible_strategies) or '-'}")
     print_table(
         ["variant", "precision", "vram_minimum_gb", "model"],
         [
-            [v, var.precision, var.vram_minimum_gb, var.model_id or recipe.model.model_id]
+            [v, var.precision, var.vram_minimum_gb, redact_text(var.model_id or recipe.model.model_id)]
             for v, var in recipe.variants.items()
         ],
     )
@@ -97,7 +101,7 @@ def show_recipe(name: str, recipes: Path, as_json: bool) -> None:
                 f,
                 "yes" if f in recipe.opt_in_features else "",
                 ", ".join(feat.conflicts_with),
-                feat.description,
+                redact_text(feat.description),
             ]
             for f, feat in recipe.features.items()
         ],
@@ -176,13 +180,17 @@ def command_cmd(
 
     chosen = [] if no_features else (list(features) if features else None)
     request = CommandRequest(name, hardware, strategy, variant, chosen, nodes, engine)
+    from recipe_ledger.redact import redact_obj, redact_text
+
     resolved = resolve_for_people(RecipeRoot(recipes), request)
+    # A recipe's env may hold a literal token (HF_TOKEN: hf_...): never printed as it is. A
+    # reference (`HF_TOKEN=$HF_TOKEN`) stays, as it is what a person copies.
     for warning in resolved.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        click.echo(f"warning: {redact_text(warning)}", err=True)
     if as_json:
-        print_json(resolved.result)
+        print_json(redact_obj(resolved.result))
     else:
-        click.echo(text_for_people(resolved, docker=docker))
+        click.echo(redact_text(text_for_people(resolved, docker=docker)))
 
 
 @recipe.command("lint")

@@ -26,6 +26,7 @@ from recipe_ledger.engines.base import ServerCommand
 from recipe_ledger.errors import InputError, LedgerError
 from recipe_ledger.launch.guard import Guard, new_tag
 from recipe_ledger.launch.procs import LAUNCH_TAG
+from recipe_ledger.redact import LogPipe
 
 
 class InstrumentError(LedgerError):
@@ -259,16 +260,29 @@ def run_client(
     guard = Guard.start(new_tag(), grace_s=_CLIENT_GRACE_S)
     tagged = {**(os.environ if env is None else env), LAUNCH_TAG: guard.tag or ""}
     try:
-        with log_path.open("wb") as log:
+        # The client writes into a pipe whose reader redacts each line before it reaches the file
+        # (redact.stream), against the client's own environment: a killed run leaves nothing raw.
+        log_path.write_bytes(b"")
+        log = LogPipe(log_path, env)
+        try:
             proc = subprocess.Popen(
-                argv, env=tagged, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                argv,
+                env=tagged,
+                cwd=cwd,
+                stdout=log.child_fd,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
-            try:
-                code = proc.wait(timeout=timeout_s)
-            except BaseException:
-                proc.kill()
-                proc.wait()
-                raise
+        finally:
+            log.started()
+        try:
+            code = proc.wait(timeout=timeout_s)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        finally:
+            log.close()
     finally:
         guard.release()
     if code != 0:

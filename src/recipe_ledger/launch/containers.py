@@ -32,6 +32,7 @@ from recipe_ledger.launch.guard import Guard
 from recipe_ledger.launch.ports import connect_host, ensure_port_free
 from recipe_ledger.launch.server import RunningServer
 from recipe_ledger.launch.spec import LaunchSpec
+from recipe_ledger.redact import RedactedLog
 
 if TYPE_CHECKING:
     from docker.models.containers import Container
@@ -385,6 +386,7 @@ class _LogPump:
     def __init__(self, container: Container, spec: LaunchSpec):
         self._container = container
         self._path = spec.log_path
+        self._env = dict(spec.env)  # its secret-named values are hunted in the log verbatim
         self._written = 0
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"logs-{container.name}", daemon=True)
@@ -401,14 +403,16 @@ class _LogPump:
             self._fetch_rest()
 
     def _run(self) -> None:
+        # Redacted as it is written (redact.stream): a run killed mid-launch leaves no raw secret.
+        handle = RedactedLog(self._path, self._env)
         try:
-            with open(self._path, "ab") as handle:
-                for chunk in self._container.logs(stream=True, follow=True, stdout=True, stderr=True):
-                    handle.write(chunk)
-                    handle.flush()
-                    self._written += len(chunk)
+            for chunk in self._container.logs(stream=True, follow=True, stdout=True, stderr=True):
+                handle.write(chunk)
+                self._written += len(chunk)
         except Exception as error:  # noqa: BLE001 - a thread must not die noisily; finish() fetches the rest
             self._error = error
+        finally:
+            handle.close()
 
     def _fetch_rest(self) -> None:
         try:
@@ -416,5 +420,8 @@ class _LogPump:
         except Exception:
             log.warning("could not fetch the logs of %s", self._container.name, exc_info=True)
             return
-        with open(self._path, "ab") as handle:
+        handle = RedactedLog(self._path, self._env)
+        try:
             handle.write(everything[self._written :])
+        finally:
+            handle.close()

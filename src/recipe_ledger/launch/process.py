@@ -20,6 +20,7 @@ from recipe_ledger.launch.guard import Guard, new_tag
 from recipe_ledger.launch.ports import connect_host, ensure_port_free
 from recipe_ledger.launch.server import RunningServer
 from recipe_ledger.launch.spec import LaunchSpec
+from recipe_ledger.redact import LogPipe
 
 DEFAULT_STOP_GRACE_S = 15.0
 _KILL_CONFIRM_S = 5.0
@@ -43,6 +44,8 @@ class ProcessServer(RunningServer):
         self.guard = guard
         super().__init__(spec, log_start_offset)
 
+    log_pipe: LogPipe | None = None  # the reader that writes the log (redacted), drained at stop
+
     def exit_code(self) -> int | None:
         return self._popen.poll()
 
@@ -50,6 +53,13 @@ class ProcessServer(RunningServer):
         """Whether the socket on the port is held by this launch's processes (``launch.owner``)."""
         tag = self.guard.tag if self.guard is not None else None
         return owner.ownership_problem(connect_host(self.spec.host), self.spec.port, [self.pid], tag)
+
+    def stop(self) -> None:
+        try:
+            super().stop()
+        finally:
+            if self.log_pipe is not None:
+                self.log_pipe.close()  # the group is gone: the last lines reach the file before it is read
 
     def _terminate(self) -> None:
         # vLLM spawns engine and worker processes; signalling the group reaches them all, and
@@ -104,17 +114,24 @@ class ProcessLauncher:
         log_start_offset = _log_size(spec.log_path)
         # The tag every process of this launch inherits: what the watchdog finds them by.
         tagged_env = {procs.LAUNCH_TAG: guard.tag or ""}
-        # Append, never truncate: a retried launch keeps the earlier attempt's log.
-        with open(spec.log_path, "ab") as log_file:
+        # Append, never truncate: a retried launch keeps the earlier attempt's log. The server
+        # writes into a pipe whose reader redacts each line before it reaches the file
+        # (redact.stream): a `ledger run` killed with -9 leaves no raw secret in the log.
+        log_pipe = LogPipe(spec.log_path, spec.env)
+        try:
             popen = subprocess.Popen(
                 list(spec.argv),
                 env=os.environ | dict(spec.env) | tagged_env,
                 start_new_session=True,
                 stdin=subprocess.DEVNULL,
-                stdout=log_file,
+                stdout=log_pipe.child_fd,
                 stderr=subprocess.STDOUT,
             )
-        return ProcessServer(spec, popen, log_start_offset, self.stop_grace_s, guard)
+        finally:
+            log_pipe.started()
+        server = ProcessServer(spec, popen, log_start_offset, self.stop_grace_s, guard)
+        server.log_pipe = log_pipe
+        return server
 
 
 def group_is_gone(pgid: int) -> bool:

@@ -16,14 +16,33 @@ import re
 from typing import Annotated
 
 from annotated_types import Len
-from pydantic import Field, StringConstraints
+from pydantic import AfterValidator, Field, StringConstraints
+from pydantic_core import PydanticCustomError
+
+from recipe_ledger.redact import looks_like_credential
 
 SLUG_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 SLUG_RULE = "lower-case letters, digits, '.', '_' or '-', starting with a letter or digit, at most 64"
 _SLUG = re.compile(SLUG_PATTERN)
 
+CREDENTIAL_NAME = "credential_name"  # the error type describe_error reports without the name
+
+
+def _not_a_credential(name: str) -> str:
+    """A name is stored, published and looked up as it is: one with a credential's shape would be
+    redacted to ``[REDACTED]`` wherever it is written (and ``release publish`` could no longer
+    find it), so it is refused here instead. The name itself is not echoed."""
+    if looks_like_credential(name):
+        raise PydanticCustomError(
+            CREDENTIAL_NAME,
+            "this name has the shape of a credential (an access token or key), and names are "
+            "published as they are: rename it",
+        )
+    return name
+
+
 # Arm, experiment, lane, instrument, box and writer names: anything that may become a path part.
-Slug = Annotated[str, StringConstraints(pattern=SLUG_PATTERN)]
+Slug = Annotated[str, StringConstraints(pattern=SLUG_PATTERN), AfterValidator(_not_a_credential)]
 
 # Free text sizes. PATH_MAX on Linux is 4096; an argv element or env value longer than that is
 # no launch flag anyone typed.

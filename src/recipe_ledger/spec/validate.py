@@ -14,7 +14,8 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails  # the TypedDict of ValidationError.errors() items
 
 from recipe_ledger.errors import SpecError
-from recipe_ledger.spec.bounds import SLUG_PATTERN, SLUG_RULE
+from recipe_ledger.redact import redact_text
+from recipe_ledger.spec.bounds import CREDENTIAL_NAME, SLUG_PATTERN, SLUG_RULE
 from recipe_ledger.spec.yamlfile import PathKey, YamlDoc, format_path
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -95,6 +96,8 @@ def describe_error(error: ErrorDetails) -> str:
         return "required field is missing"
     if kind == "extra_forbidden":
         return "unknown field"
+    if kind == CREDENTIAL_NAME:
+        return error["msg"]  # without the input: it may be a real token
     if kind == "string_pattern_mismatch" and (error.get("ctx") or {}).get("pattern") == SLUG_PATTERN:
         return f"expected a name of {SLUG_RULE} characters, got {_shown(error.get('input'))}"
     expected = _EXPECTED.get(kind)
@@ -124,6 +127,7 @@ def validate_doc(doc: YamlDoc, model: type[ModelT], *, what: str = "") -> ModelT
         path = data_path(doc.data, tuple(first["loc"]))
         more = len({tuple(e["loc"][:2]) for e in errors}) - 1
         suffix = f" (and {more} more problem{'s' * (more > 1)})" if more > 0 else ""
-        raise SpecError(
-            f"{format_path(path)}: {describe_error(first)}{suffix}", where=doc.where(path)
-        ) from None
+        shown = format_path(path)
+        if first["type"] == CREDENTIAL_NAME:  # the path names the key: never echo a token
+            shown = redact_text(shown, environ={})
+        raise SpecError(f"{shown}: {describe_error(first)}{suffix}", where=doc.where(path)) from None

@@ -75,7 +75,7 @@ def _experiment_data(
     control = control_arm(experiment)
     arms = experiment.get("arms") or {}
     spec, params_note = spec_data(project, experiment)
-    params = spec_params(spec)
+    params = redact_all(spec_params(spec))  # read from the experiment file: never shown raw
     repeats = repeat_values(project, experiment, p.get("artifacts") or {})
     charts = experiment_charts(bars, sweeps, chosen, control, repeats, point_axis(spec))
     calibration = experiment.get("calibration")
