@@ -102,7 +102,7 @@ def _status(dvc: str, clone: Path) -> str:
         ("src/recipe_ledger/site/templates/base.html", {"site"}),
         ("src/recipe_ledger/recipes/resolve.py", {"site"}),
         ("src/recipe_ledger/ledger/views.py", {"site", "tables"}),  # both read the ledger package
-        ("src/recipe_ledger/redact.py", {"site", "tables"}),
+        ("src/recipe_ledger/redact/rules.py", {"site", "tables"}),
     ],
 )
 def test_dvc_status_sees_a_change_to_the_code_a_stage_is_built_from(

@@ -1,7 +1,9 @@
 """Keeping secrets out of everything the tool writes (ledger, run folders, MLflow, tables, the site,
 the terminal).
 
-Three entry points, all pure:
+The package: ``rules`` (every rule below, pure), ``detectors`` (the only importer of
+detect-secrets), ``stream`` (a child's output written to its log redacted as it comes). Three entry
+points, all pure:
 
 - ``redact_env(env)``: a copy of an environment mapping where the value of every variable whose
   name looks secret (see *Names* below) is replaced by a marker, and every other value is passed
