@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_val
 from recipe_ledger import engines as engine_registry
 from recipe_ledger import instruments as instrument_registry
 from recipe_ledger import quality, sequential
+from recipe_ledger.instruments import template
 from recipe_ledger.spec.bounds import (
     MAX_ARMS,
     MAX_ITEMS,
@@ -191,6 +192,24 @@ class Instrument(_Closed):
         if instrument_registry.get(self.kind).needs_command and not self.command:
             raise ValueError(f"an instrument of kind {self.kind!r} needs a 'command' argv template")
         return self
+
+    @model_validator(mode="after")
+    def _template_fields_are_plain(self) -> Instrument:
+        # Refused here, when the file loads: str.format would obey {arm:>1500000000} mid-run.
+        if instrument_registry.get(self.kind).needs_command:
+            for number, part in enumerate(self.command or []):
+                try:
+                    template.fields(part)
+                except template.TemplateError as error:
+                    raise ValueError(f"instrument {self.name!r} command[{number}] {error}") from None
+        return self
+
+    def template_fields(self) -> list[tuple[int, str]]:
+        """(argv index, field name) of every field this instrument's command template fills."""
+        if not instrument_registry.get(self.kind).needs_command:
+            return []
+        argv = enumerate(self.command or [])
+        return [(number, name) for number, part in argv for name in template.fields(part)]
 
 
 class LaunchSweep(_Closed):
@@ -476,6 +495,22 @@ class Experiment(_Closed):
         return self
 
     @model_validator(mode="after")
+    def _template_fields_are_known(self) -> Experiment:
+        # A field no arm fills would fail as a KeyError in the middle of the run: refuse it now.
+        for instrument in self.instruments:
+            for number, name in instrument.template_fields():
+                if name in template.BUILT_IN_FIELDS:
+                    continue
+                missing = [arm for arm in self.arm_names if name not in _params_of(self.arm(arm))]
+                if missing:
+                    raise ValueError(
+                        f"instrument {instrument.name!r} command[{number}] names {{{name}}}, which arm "
+                        f"{missing[0]!r} does not set in its params (the fields every arm has: "
+                        f"{', '.join(template.BUILT_IN_FIELDS)})"
+                    )
+        return self
+
+    @model_validator(mode="after")
     def _bars_fit_their_instruments(self) -> Experiment:
         for bar in self.bars:
             instrument = self.instrument_of(bar)
@@ -580,6 +615,10 @@ class Experiment(_Closed):
         """The engines of the server arms; more than one makes a cross-engine experiment."""
         named = {self.engine_of(name) for name in self.arm_names}
         return {name for name in named if not engine_registry.get(name).stand_in}
+
+
+def _params_of(arm: RecipeArm | CommandArm | ReleaseArm | StudyArm) -> dict[str, str]:
+    return arm.params if isinstance(arm, StudyArm) else {}
 
 
 def _needs_server(kind: str) -> bool:

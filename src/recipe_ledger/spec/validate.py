@@ -95,6 +95,10 @@ def describe_error(error: ErrorDetails) -> str:
         return "required field is missing"
     if kind == "extra_forbidden":
         return "unknown field"
+    if kind == "value_error":
+        # A validator's own sentence says what is wrong and names the field; the input it was
+        # given (often the whole mapping) adds nothing.
+        return error["msg"].removeprefix("Value error, ")
     if kind == "string_pattern_mismatch" and (error.get("ctx") or {}).get("pattern") == SLUG_PATTERN:
         return f"expected a name of {SLUG_RULE} characters, got {_shown(error.get('input'))}"
     expected = _EXPECTED.get(kind)
@@ -124,6 +128,5 @@ def validate_doc(doc: YamlDoc, model: type[ModelT], *, what: str = "") -> ModelT
         path = data_path(doc.data, tuple(first["loc"]))
         more = len({tuple(e["loc"][:2]) for e in errors}) - 1
         suffix = f" (and {more} more problem{'s' * (more > 1)})" if more > 0 else ""
-        raise SpecError(
-            f"{format_path(path)}: {describe_error(first)}{suffix}", where=doc.where(path)
-        ) from None
+        field = f"{format_path(path)}: " if path else ""
+        raise SpecError(f"{field}{describe_error(first)}{suffix}", where=doc.where(path)) from None
