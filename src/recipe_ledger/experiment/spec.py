@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_val
 from recipe_ledger import engines as engine_registry
 from recipe_ledger import instruments as instrument_registry
 from recipe_ledger import quality, sequential
+from recipe_ledger.experiment import entry_size
 from recipe_ledger.instruments import template
 from recipe_ledger.spec.bounds import (
     MAX_ARMS,
@@ -33,7 +34,9 @@ from recipe_ledger.spec.bounds import (
     Slug,
 )
 from recipe_ledger.spec.registered import RegisteredName
-from recipe_ledger.spec.versioned import load_versioned
+from recipe_ledger.spec.validate import validate_doc
+from recipe_ledger.spec.versioned import check_doc
+from recipe_ledger.spec.yamlfile import load_yaml
 from recipe_ledger.verdict import DEFAULT_CALIBRATION_REPEATS, DEFAULT_REPEATS
 
 EXPERIMENT_SCHEMA_VERSION = 1
@@ -626,8 +629,14 @@ def _needs_server(kind: str) -> bool:
 
 
 def load_experiment(path: Path | str) -> Experiment:
-    """Load and validate an experiment file; errors name the file, the line and the field."""
-    return load_versioned(path, Experiment, EXPERIMENT_SCHEMA_VERSION, what="experiment")
+    """Load and validate an experiment file; errors name the file, the line and the field. An
+    experiment whose result entry could not be recorded (its text over the entry's size limit) is
+    refused here, at the field to shorten, not after the run."""
+    doc = load_yaml(Path(path))
+    check_doc(doc, EXPERIMENT_SCHEMA_VERSION)
+    experiment = validate_doc(doc, Experiment, what="experiment")
+    entry_size.refuse_oversized(experiment, doc.where)
+    return experiment
 
 
 def experiment_json_schema() -> dict:

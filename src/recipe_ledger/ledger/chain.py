@@ -35,6 +35,7 @@ from typing import Any
 import orjson  # parses a line ~3x faster than json: verify and log at 100k entries are mostly parsing
 
 from recipe_ledger.errors import StateError
+from recipe_ledger.spec.bounds import MAX_ENTRY_BYTES
 
 ID_HEX = 64
 ID_PREFIX = b'{"id":"'
@@ -42,7 +43,7 @@ ID_START = len(ID_PREFIX)  # 7
 ID_END = ID_START + ID_HEX  # 71
 BODY_START = ID_END + 2  # after the '",' that closes the id
 # Entries stay small: raw outputs are files referenced by content hash, never inlined.
-MAX_LINE_BYTES = 16 * 1024
+MAX_LINE_BYTES = MAX_ENTRY_BYTES  # the experiment spec's text is checked against it at load
 
 # Test hook, set only by the crash tests in a child process: (chunk_size, fraction in [0, 1]).
 # The appender then writes its line in chunks and SIGKILLs itself once round(fraction * length)
