@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from recipe_ledger.cli import main
-from recipe_ledger.cli.recipe import LINT_LINE_CHARS, lint_line
 from recipe_ledger.cli.output import terminal_safe
+from recipe_ledger.cli.recipe import LINT_LINE_CHARS, lint_line
 
 PROJECT_RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 
