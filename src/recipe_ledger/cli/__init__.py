@@ -175,7 +175,8 @@ class LedgerGroup(click.Group):
             ctx.exit(3)
         except click.ClickException as error:
             # click's own refusals (a missing file argument, a bad option value) quote the input too.
-            error.message = _shown(error.message)
+            # (click declares ``message`` Final for its readers; its show() prints this attribute)
+            setattr(error, "message", _shown(error.message))  # noqa: B010
             raise
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
