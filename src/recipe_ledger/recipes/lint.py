@@ -78,14 +78,14 @@ def raw_arg_lists(data: Any, path: PathKey = ()) -> Iterator[tuple[PathKey, list
 
 
 def arg_lists(data: Any) -> Iterator[tuple[PathKey, list[str]]]:
-    """``raw_arg_lists`` as tokens: a scalar as its text, a mapping or list (which no command line
-    can hold, ``check_arg_items`` names it) as an empty token, so indexes still match the file."""
+    """``raw_arg_lists`` as tokens: a scalar as its text, a mapping, list or null (which no command
+    line can hold, ``check_arg_items`` names it) as an empty token, so indexes still match the file."""
     for path, args in raw_arg_lists(data):
         yield path, [_token(arg) for arg in args]
 
 
 def _token(arg: Any) -> str:
-    return "" if isinstance(arg, (dict, list)) else str(arg)
+    return "" if arg is None or isinstance(arg, (dict, list)) else str(arg)
 
 
 SGLANG_KEY = "sglang"
@@ -127,12 +127,12 @@ def _warn(item: LoadedRecipe, path: PathKey, code: str, message: str) -> LintWar
 
 
 def check_arg_items(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[LintWarning]:
-    """A mapping or a list inside an arg list: a command line holds words, so the builder would
-    print it as ``[object Object]`` (or this tool as its Python text). Named at its own line."""
+    """A mapping, a list or a null inside an arg list: a command line holds words, so the builder
+    would print it as ``[object Object]`` (or this tool as its Python text). Named at its line."""
     for path, args in raw_arg_lists(item.doc.data):
         for index, arg in enumerate(args):
-            if isinstance(arg, (dict, list)):
-                kind = "a mapping" if isinstance(arg, dict) else "a list"
+            if arg is None or isinstance(arg, (dict, list)):
+                kind = "null" if arg is None else "a mapping" if isinstance(arg, dict) else "a list"
                 yield _warn(
                     item,
                     (*path, index),
