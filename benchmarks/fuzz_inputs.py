@@ -8,8 +8,11 @@ A case is one seed file (a real recipe under recipes/ or ../shared/compat/vllm-r
 experiment under experiments/) with one to three mutations (duplicate keys, alias bombs,
 recursive anchors, huge integers, impossible dates, unknown tags, deleted or doubled lines,
 swapped types, unicode, square-bracket text, long strings, bogus numbers, truncation, deep
-nesting, bytes that are not UTF-8). Each recipe runs ``recipe show``, ``recipe command`` and
-``recipe lint``; each experiment runs ``run --plan``.
+nesting, bytes that are not UTF-8; and issue 26's shapes: format-spec bombs in command
+templates, a giant hypothesis, a mapping inside an arg list, terminal escapes and line separators,
+50,000-item lists). Each recipe runs ``recipe show``, ``recipe command`` and ``recipe lint``; each
+experiment runs ``run --plan``, and one in four also ``calibrate`` (which must write no entry for a
+bad spec: the scratch ledger is counted at the end).
 
 Children are forked from this process after the package is imported, so a case costs its own
 work, not the interpreter's start-up; each sets RLIMIT_AS (memory) and RLIMIT_CPU before it
@@ -26,6 +29,7 @@ import argparse
 import collections
 import os
 import random
+import re
 import resource
 import shutil
 import signal
@@ -156,6 +160,92 @@ def _insert_unicode(lines: list[str], rng: random.Random) -> None:
         lines[i] = lines[i][:at] + junk + lines[i][at:]
 
 
+# Issue 26's shapes: what passed the readers and then broke a run, a record or a terminal.
+FORMAT_BOMBS = [
+    "{arm:>1500000000}",
+    "{seed:0>999999999}",
+    "{point:.999999999f}",
+    "{arm!r:^2000000000}",
+    "{arm.__class__}",
+]
+CONTROL_TEXT = [
+    "\x1b[31m",
+    "\x1b]8;;https://evil.example\x07",
+    "\u2028",
+    "\u2029",
+    "\ufeff",
+    "\x85",
+    "\x9b2J",
+    "\x07",
+]
+
+
+def _format_bomb(lines: list[str], rng: random.Random) -> None:
+    """A command template's field with a width or precision bomb (else a value that holds one)."""
+    bomb = rng.choice(FORMAT_BOMBS)
+    fields = [
+        i for i, line in enumerate(lines) if re.search(r"\{(arm|seed|point|out|base_url|[a-z_]+)\}", line)
+    ]
+    if fields:
+        i = rng.choice(fields)
+        lines[i] = re.sub(r"\{[a-z_]+\}", bomb.replace("\\", "\\\\"), lines[i], count=1)
+    else:
+        _replace_value(lines, rng, f'"{bomb}"')
+
+
+def _giant_text(lines: list[str], rng: random.Random) -> None:
+    """A hypothesis (or description) far past what an entry holds, ASCII or escaped on storage."""
+    text = rng.choice(["x", "é", "\U0001f600"]) * rng.choice([17_000, 20_000])
+    keys = [i for i, line in enumerate(lines) if re.match(r"\s*(hypothesis|description|title):", line)]
+    if keys:
+        i = rng.choice(keys)
+        key = lines[i].split(":", 1)[0]
+        # A folded block (hypothesis: >) keeps its indented lines after it: they would be a syntax
+        # error, not the size this case is about, so the value goes on the key's own line quoted.
+        while i + 1 < len(lines) and lines[i + 1].startswith(key.replace(key.lstrip(), "") + "  "):
+            del lines[i + 1]
+        lines[i] = f'{key}: "{text}"'
+    else:
+        _replace_value(lines, rng, f'"{text}"')
+
+
+def _mapping_in_args(lines: list[str], rng: random.Random) -> None:
+    """A mapping (or list, or null) as an item of an arg list, where one is; else a new one."""
+    item = rng.choice(["{a: 1}", "{--max-num-seqs: 8}", "[--x, 1]", "null", "{}"])
+    starts = [
+        i
+        for i, line in enumerate(lines)
+        if re.match(r"\s*(extra_args|args|base_args|vllm_args|argv|command):\s*$", line)
+    ]
+    if starts:
+        i = rng.choice(starts)
+        indent = len(lines[i + 1]) - len(lines[i + 1].lstrip()) if i + 1 < len(lines) else 2
+        lines.insert(i + 1, " " * max(indent, 2) + f"- {item}")
+    else:
+        top = [i for i, line in enumerate(lines) if re.match(r"(model|control|variants):\s*$", line)]
+        at = rng.choice(top) + 1 if top else len(lines)
+        lines[at:at] = ["  extra_args:", f"    - {item}"]
+
+
+def _control_chars(lines: list[str], rng: random.Random) -> None:
+    """Terminal escapes, line separators and a BOM inside a value (quoted, so YAML keeps them)."""
+    junk = "".join(rng.choice(CONTROL_TEXT) for _ in range(rng.randint(1, 4)))
+    escaped = junk.encode("unicode_escape").decode("ascii").replace('"', '\\"')
+    _replace_value(lines, rng, f'"bad{escaped}name"')
+
+
+def _huge_list(lines: list[str], rng: random.Random) -> None:
+    """A 50,000-item list where a list goes (args, points, features) or any value."""
+    item = rng.choice(["--x", "1", "a", "{a: 1}", "--max-num-seqs=8"])
+    flow = "[" + ", ".join([item] * 50_000) + "]"
+    lists = [i for i, line in enumerate(lines) if re.match(r"\s*[a-z_]+:\s*\[", line)]
+    if lists and rng.random() < 0.7:
+        i = rng.choice(lists)
+        lines[i] = lines[i].split(":", 1)[0] + ": " + flow
+    else:
+        _replace_value(lines, rng, flow)
+
+
 MUTATIONS: dict[str, Callable[[list[str], random.Random], None]] = {
     "duplicate key": _duplicate_key,
     "alias bomb": lambda lines, rng: lines.insert(0, BILLION_LAUGHS.rstrip("\n")),
@@ -168,6 +258,11 @@ MUTATIONS: dict[str, Callable[[list[str], random.Random], None]] = {
     "reindented line": _reindent,
     "truncated": _truncate,
     "unicode": _insert_unicode,
+    "format-spec bomb": _format_bomb,
+    "giant text": _giant_text,
+    "mapping in args": _mapping_in_args,
+    "control chars": _control_chars,
+    "50,000-item list": _huge_list,
 }
 
 
@@ -341,7 +436,11 @@ def _fuzz(
     rng: random.Random,
     commands: Callable[[Path, str], list[list[str]]],
     cwd: Path,
+    after_refusal: Callable[[Path], list[str]] | None = None,
 ) -> tuple[collections.Counter[str], list[tuple[str, list[str], Outcome]]]:
+    """``count`` mutated seeds through ``commands``; ``after_refusal(seed)``: a command run as
+    well when the last one refused the case cleanly (``calibrate`` after ``run --plan``: a refusal
+    before any launch, so it launches nothing and must write nothing)."""
     tally: collections.Counter[str] = collections.Counter()
     bad: list[tuple[str, list[str], Outcome]] = []
     for n in range(count):
@@ -350,14 +449,25 @@ def _fuzz(
         data, names = mutated_bytes(original, rng)
         seed.write_bytes(data)
         try:
+            outcome = None
             for args in commands(seed, original):
                 outcome = run_limited(args, cwd=cwd)
                 tally[outcome.kind] += 1
                 if outcome.kind in ("traceback", "runaway"):
                     bad.append((str(seed), names, outcome))
+            if after_refusal is not None and outcome is not None and outcome.kind == "clean":
+                followed = run_limited(after_refusal(seed), cwd=cwd)
+                tally[f"then {followed.kind}"] += 1
+                if followed.kind in ("traceback", "runaway", "ok"):
+                    bad.append((str(seed), [*names, "then calibrate"], followed))
         finally:
             seed.write_text(original, encoding="utf-8")
     return tally, bad
+
+
+def ledger_lines(root: Path) -> int:
+    """Entries in the scratch project's ledger: the cases must have written none."""
+    return sum(len(path.read_bytes().splitlines()) for path in (root / "ledger").glob("*.jsonl"))
 
 
 def main() -> int:
@@ -373,6 +483,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ledger-fuzz-") as scratch:
         root = make_root(Path(scratch), with_shared=not options.no_shared)
         os.chdir(root)
+        from recipe_ledger.ledger.store import Ledger
+
+        Ledger.init(root)  # calibrate needs a ledger: the cases it refuses must leave it empty
         results = {}
         started = time.perf_counter()
         results["recipes"] = _fuzz(
@@ -390,10 +503,12 @@ def main() -> int:
             rng,
             lambda seed, text: [["run", "--plan", str(seed), "--root", str(root)]],
             root,
+            after_refusal=lambda seed: ["calibrate", str(seed), "--root", str(root)],
         )
         elapsed = time.perf_counter() - started
+        written = ledger_lines(root)
     for what, (tally, bad) in results.items():
-        runs = sum(tally.values())
+        runs = sum(n for kind, n in tally.items() if not kind.startswith("then "))
         # Text in square brackets read as rich markup is issue 14's "Markup" part, not a reader's:
         # counted among the tracebacks, and named apart so that each part's figure is visible.
         markup = sum(1 for _, _, outcome in bad if "rich.errors.MarkupError" in outcome.output)
@@ -402,11 +517,19 @@ def main() -> int:
             f"tracebacks {tally['traceback']} ({markup} of them rich markup errors), "
             f"runaways {tally['runaway']}"
         )
+        then = {kind[5:]: n for kind, n in tally.items() if kind.startswith("then ")}
+        if then:
+            print(
+                f"  calibrate after each clean refusal: {sum(then.values())} runs: clean errors "
+                f"{then.get('clean', 0)}, tracebacks {then.get('traceback', 0)}, runaways "
+                f"{then.get('runaway', 0)}, exit 0 {then.get('ok', 0)}"
+            )
         for seed, names, outcome in bad[: options.show]:
             tail = " | ".join(outcome.output.strip().splitlines()[-3:])[:400]
             print(f"  {outcome.kind} (exit {outcome.code}) {Path(seed).name} {names}: {tail}")
+    print(f"ledger entries the cases wrote: {written}")
     print(f"seed {options.seed}, {elapsed:.0f} s")
-    return 0 if all(not bad for _, bad in results.values()) else 1
+    return 0 if all(not bad for _, bad in results.values()) and not written else 1
 
 
 if __name__ == "__main__":

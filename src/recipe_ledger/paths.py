@@ -13,6 +13,11 @@ checked here, in one place:
 - ``check_folder(path, what)``: a folder given on the command line (``--root``, ``--out``) that the
   tool can use: not a file, not a system folder (/proc, /sys, /dev), no name over the system's
   limit, no symlink loop. Each refusal is one line (InputError, exit 2), never an OSError traceback.
+- ``no_links(project, *parts)``: the record (``ledger/``, ``runs/``: ``RECORD_FOLDERS``) is written
+  only into real folders and files of the project. A chain file, ``runs/`` or a run folder that is
+  a symlink (the record appended through it to wherever it points, outside the repository that is
+  committed and verified) is refused when it is written; ``links_under`` lists every symlink in
+  those folders for ``ledger verify``, which reports each as a problem.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ from pathlib import Path
 
 from recipe_ledger.errors import InputError
 
+# The folders the record lives in: ledger.store's LEDGER_DIR and runs.RUNS_DIRNAME (a test ties
+# them); no symlink is written through or accepted under them.
+RECORD_FOLDERS = ("ledger", "runs")
+LINK_HINT = "replace the link by the real folder or file (mv its target here), then run the command again"
 MAX_NAME = 128  # a name becomes part of a longer file name; most file systems stop at 255 bytes
 _NAME_MAX = 255  # one path component, in bytes (ext4, xfs, btrfs, apfs)
 _PATH_MAX = 4096
@@ -92,6 +101,68 @@ def check_folder(path: Path, what: str) -> Path:
     if is_file:
         raise InputError(f"{what} is a file, not a folder", where=text)
     return path
+
+
+def no_links(project: Path, *parts: str, what: str = "the record") -> Path:
+    """``project / parts...`` when no prefix of it below ``project`` is a symlink and it resolves
+    inside ``project``; an InputError naming the link (and where it points) otherwise. Parts that
+    do not exist yet are fine: they will be made as real folders and files."""
+    current = project
+    for part in parts:
+        current = current / part
+        if current.is_symlink():
+            raise InputError(
+                f"{current} is a symlink (to {_target(current)}): {what} is written only into the "
+                "project's own folders and files, never through a link",
+                where=str(current),
+                hint=LINK_HINT,
+            )
+    try:
+        inside = current.resolve().is_relative_to(project.resolve())
+    except (OSError, RuntimeError) as error:  # a loop above the project, a name the system refuses
+        raise InputError(f"cannot resolve {current} ({_reason(error)})", where=str(current)) from None
+    if not inside:
+        raise InputError(
+            f"{current} resolves outside the project {project}", where=str(current), hint=LINK_HINT
+        )
+    return current
+
+
+def links_under(project: Path, folders: tuple[str, ...] = RECORD_FOLDERS) -> list[tuple[Path, str]]:
+    """Every symlink in ``project``'s record folders (the folder itself included), never followed:
+    (the link, where it points). Directory entries only (``scandir`` reads their type without a
+    stat), so a large ``runs/`` costs one listing per folder."""
+    found: list[tuple[Path, str]] = []
+    for name in folders:
+        top = project / name
+        if top.is_symlink():
+            found.append((top, _target(top)))
+        elif top.is_dir():
+            found += _links_in(top)
+    return found
+
+
+def _links_in(folder: Path) -> list[tuple[Path, str]]:
+    found: list[tuple[Path, str]] = []
+    pending = [folder]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    if entry.is_symlink():
+                        found.append((Path(entry.path), _target(Path(entry.path))))
+                    elif entry.is_dir(follow_symlinks=False):
+                        pending.append(Path(entry.path))
+        except OSError:
+            continue  # a folder that cannot be listed holds no link this tool could have written through
+    return sorted(found)
+
+
+def _target(link: Path) -> str:
+    try:
+        return os.readlink(link)
+    except OSError as error:
+        return f"unreadable: {_reason(error)}"
 
 
 def _reason(error: BaseException) -> str:

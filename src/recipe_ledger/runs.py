@@ -51,7 +51,7 @@ from typing import Any
 from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.instruments.base import sha256_file
 from recipe_ledger.launch import procs
-from recipe_ledger.paths import contained
+from recipe_ledger.paths import contained, no_links
 from recipe_ledger.redact import redact_obj, redact_text
 
 RUNS_DIRNAME = "runs"
@@ -86,18 +86,24 @@ def is_run_id(name: object) -> bool:
 
 
 def run_dir(repo: Path, run_id: str) -> Path:
-    """The folder of run ``run_id`` under ``repo``; an InputError for a name that is not a run id."""
+    """The folder of run ``run_id`` under ``repo``; an InputError for a name that is not a run id,
+    or when ``runs/`` or the folder is a symlink (paths.no_links)."""
     if not is_run_id(run_id):
         raise InputError(f"{run_id!r} is not a run id", where=str(runs_dir(repo)))
-    return runs_dir(repo) / run_id
+    return no_links(repo, RUNS_DIRNAME, run_id, what="a run folder")
 
 
 def create(runs_root: Path, run_id: str) -> Path:
-    """Make ``runs_root/run_id`` (and its ``raw/``) and return it."""
+    """Make ``runs_root/run_id`` (and its ``raw/``) and return it. ``runs_root`` (``runs/``), the
+    run folder and ``raw/`` are real folders of the project (``runs_root``'s parent) or refused:
+    a ``runs/`` linked elsewhere would receive the run's logs and raw outputs outside the project."""
     if not is_run_id(run_id):
         raise InputError(f"{run_id!r} is not a run id", where=str(runs_root))
+    project = runs_root.parent
+    no_links(project, runs_root.name, run_id, RAW, what="a run folder")
     folder = contained(runs_root, run_id)
     (folder / RAW).mkdir(parents=True, exist_ok=True)
+    no_links(project, runs_root.name, run_id, RAW, what="a run folder")  # none appeared meanwhile
     return folder
 
 

@@ -166,21 +166,31 @@ class LedgerGroup(click.Group):
             with _terminate_as_interrupt():
                 return super().invoke(ctx)
         except LedgerError as error:
-            from recipe_ledger.redact import redact_text  # terminals and CI logs are published too
-
-            click.echo(f"{_error_prefix()} {redact_text(error.one_line())}", err=True)
+            click.echo(f"{_error_prefix()} {_shown(error.one_line())}", err=True)
             ctx.exit(error.exit_code)
         except OSError as error:
             # The system refused a file operation the core did not expect to fail (permission
             # denied, disk full, a read-only file system): the world is not ready, exit 3, one line.
-            from recipe_ledger.redact import redact_text
-
             where = f"{error.filename}: " if error.filename else ""
-            click.echo(f"error: {redact_text(where + (error.strerror or str(error)))}", err=True)
+            click.echo(f"error: {_shown(where + (error.strerror or str(error)))}", err=True)
             ctx.exit(3)
+        except click.ClickException as error:
+            # click's own refusals (a missing file argument, a bad option value) quote the input too.
+            # (click declares ``message`` Final for its readers; its show() prints this attribute)
+            setattr(error, "message", _shown(error.message))  # noqa: B010
+            raise
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             ctx.exit(130)
+
+
+def _shown(message: str) -> str:
+    """An error line as the terminal gets it: secrets redacted (terminals and CI logs are published
+    too), control characters and escape sequences from the input stripped (output.terminal_safe)."""
+    from recipe_ledger.cli.output import terminal_safe
+    from recipe_ledger.redact import redact_text
+
+    return terminal_safe(redact_text(message))
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

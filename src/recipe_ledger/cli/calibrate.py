@@ -1,8 +1,9 @@
 """`ledger calibrate`: A/A launches of an experiment's control, recorded as calibrations.
 
 Exit codes: 0 calibrations recorded (or, with --plan, the plan shown); 2 bad input (the experiment
-file, a recipe, an unknown id); 3 the machine is not ready or the tree is dirty; 5 a launch failed
-(a failure entry was written); 130 interrupted (a failure entry was written).
+file, a recipe, an unknown id: nothing is written); 3 the machine is not ready or the tree is dirty
+(nothing is written); 5 a launch failed (a failure entry was written); 130 interrupted (a failure
+entry was written).
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from recipe_ledger.redact import redact_text
 def calibrate_cmd(experiment: Path, root: Path, writer: str, plan_only: bool, allow_dirty: bool) -> None:
     """A/A runs of EXPERIMENT's control: measure the instrument's noise and record a calibration.
 
-    Exit codes: 0 recorded (or the plan shown), 2 bad input, 3 machine not ready or a dirty tree,
-    5 a launch failed (failure entry written), 130 interrupted (failure entry written).
+    Exit codes: 0 recorded (or the plan shown), 2 bad input, 3 machine not ready or a dirty tree
+    (neither writes an entry), 5 a launch failed (failure entry written), 130 interrupted (failure
+    entry written).
     """
     repo = root.resolve()
     if plan_only:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -113,6 +114,30 @@ def printable(value: str, *, newlines: bool = False) -> str:
     return "".join(
         ch if ch.isprintable() or ch in kept else ch.encode("unicode_escape").decode("ascii") for ch in value
     )
+
+
+# A terminal escape sequence as a whole: CSI (ESC [ ... final byte, or the C1 byte 0x9b), OSC
+# (ESC ] ... BEL or ESC \\: window titles, hyperlinks), and the two-byte ESC sequences. Removed
+# whole, so no "[31m" is left behind once the ESC is gone.
+_ESCAPE_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    r"|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[@-Z\\-_ -/]?"
+)
+# Characters that end or break a line for someone (a terminal, an editor, a log viewer): a space.
+_LINE_BREAKS = str.maketrans(dict.fromkeys("\t\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029", " "))
+
+
+def terminal_safe(value: str) -> str:
+    """``value`` safe to print as one error or warning line: escape sequences removed whole, line
+    and paragraph breaks (U+2028/2029, NEL...) made spaces, every other control or format character
+    removed (C0, C1, DEL, the BOM, bidirectional overrides, zero-width marks). Error messages quote
+    input (a file's text, a path, a key); obeying its ESC would recolour, retitle or rewrite the
+    reader's terminal. The one place the CLI's error lines pass through."""
+    if value.isprintable():
+        return value
+    value = _ESCAPE_SEQUENCE.sub("", value).translate(_LINE_BREAKS)
+    return "".join(ch for ch in value if ch.isprintable() or ch == " ")
 
 
 def text(value: Any, style: str | None = None) -> Cell:

@@ -12,7 +12,14 @@ from typing import IO, TYPE_CHECKING
 import click
 
 from recipe_ledger.cli.options import json_option, recipes_given, recipes_option
-from recipe_ledger.cli.output import echo_line, free, print_json, print_json_line, print_table
+from recipe_ledger.cli.output import (
+    echo_line,
+    free,
+    print_json,
+    print_json_line,
+    print_table,
+    terminal_safe,
+)
 from recipe_ledger.errors import InputError, LedgerError
 
 # Each command imports the part of the recipe engine it uses: `render` (the batch resolver, timed
@@ -186,11 +193,22 @@ def command_cmd(
     # A recipe's env may hold a literal token (HF_TOKEN: hf_...): never printed as it is. A
     # reference (`HF_TOKEN=$HF_TOKEN`) stays, as it is what a person copies.
     for warning in resolved.warnings:
-        click.echo(f"warning: {redact_text(warning)}", err=True)
+        click.echo(f"warning: {terminal_safe(redact_text(warning))}", err=True)
     if as_json:
         print_json(redact_obj(resolved.result))
     else:
         click.echo(redact_text(text_for_people(resolved, docker=docker)))
+
+
+LINT_LIMIT = 50  # a 50,000-item list in a recipe made 6 MB of warnings; the first fifty say it
+LINT_LINE_CHARS = 400
+
+
+def lint_line(text: str) -> str:
+    """One warning as printed: control characters stripped, a line past ``LINT_LINE_CHARS`` cut
+    (a flag name can be any string the recipe holds)."""
+    safe = terminal_safe(text)
+    return safe if len(safe) <= LINT_LINE_CHARS else safe[: LINT_LINE_CHARS - 3] + "..."
 
 
 @recipe.command("lint")
@@ -199,7 +217,16 @@ def command_cmd(
 @json_option("One JSON object per warning, one per line.")
 @click.option("--summary", is_flag=True, help="Only the count of warnings per check.")
 @click.option("--strict", is_flag=True, help="Exit 1 when there is any warning.")
-def lint_cmd(paths: tuple[Path, ...], recipes: Path, as_json: bool, summary: bool, strict: bool) -> None:
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=LINT_LIMIT,
+    show_default=True,
+    help="Print the first N warnings and the count of the others (0: all of them).",
+)
+def lint_cmd(
+    paths: tuple[Path, ...], recipes: Path, as_json: bool, summary: bool, strict: bool, limit: int
+) -> None:
     """Warn about the schema's silent traps in recipe files (default: every recipe of the root).
 
     PATHS may be recipe files or folders; their recipes root (the folder holding taxonomy.yaml)
@@ -216,8 +243,12 @@ def lint_cmd(paths: tuple[Path, ...], recipes: Path, as_json: bool, summary: boo
             [[code, n] for code, n in sorted(counts.items())] + [["total", len(warnings)]],
         )
     else:
-        for w in warnings:
-            click.echo(str(w))
+        shown = warnings[:limit] if limit else warnings
+        for w in shown:
+            click.echo(lint_line(str(w)))
+        if len(shown) < len(warnings):
+            rest = len(warnings) - len(shown)
+            click.echo(f"... and {rest} more (--limit 0 prints them all, --summary counts them)")
         click.echo(f"{len(warnings)} warning(s)", err=True)
     if strict and warnings:
         raise SystemExit(1)

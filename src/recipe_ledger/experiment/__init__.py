@@ -7,5 +7,7 @@ Modules:
              (``ledger experiment schema``) and errors at file:line
   engines    fair cross-engine bars: refuse a bar whose client cannot measure every arm it compares,
              and name the one client behind each bar
+  entry_size the result entry's size from the spec's text, checked at load and at --plan: a spec
+             whose run could not be recorded is refused at the field to shorten
   reference  docs/experiments.md written from the schema (``./dev docs``; a test compares)
 """

@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_val
 from recipe_ledger import engines as engine_registry
 from recipe_ledger import instruments as instrument_registry
 from recipe_ledger import quality, sequential
+from recipe_ledger.experiment import entry_size
+from recipe_ledger.instruments import template
 from recipe_ledger.spec.bounds import (
     MAX_ARMS,
     MAX_ITEMS,
@@ -32,7 +34,9 @@ from recipe_ledger.spec.bounds import (
     Slug,
 )
 from recipe_ledger.spec.registered import RegisteredName
-from recipe_ledger.spec.versioned import load_versioned
+from recipe_ledger.spec.validate import validate_doc
+from recipe_ledger.spec.versioned import check_doc
+from recipe_ledger.spec.yamlfile import load_yaml
 from recipe_ledger.verdict import DEFAULT_CALIBRATION_REPEATS, DEFAULT_REPEATS
 
 EXPERIMENT_SCHEMA_VERSION = 1
@@ -191,6 +195,24 @@ class Instrument(_Closed):
         if instrument_registry.get(self.kind).needs_command and not self.command:
             raise ValueError(f"an instrument of kind {self.kind!r} needs a 'command' argv template")
         return self
+
+    @model_validator(mode="after")
+    def _template_fields_are_plain(self) -> Instrument:
+        # Refused here, when the file loads: str.format would obey {arm:>1500000000} mid-run.
+        if instrument_registry.get(self.kind).needs_command:
+            for number, part in enumerate(self.command or []):
+                try:
+                    template.fields(part)
+                except template.TemplateError as error:
+                    raise ValueError(f"instrument {self.name!r} command[{number}] {error}") from None
+        return self
+
+    def template_fields(self) -> list[tuple[int, str]]:
+        """(argv index, field name) of every field this instrument's command template fills."""
+        if not instrument_registry.get(self.kind).needs_command:
+            return []
+        argv = enumerate(self.command or [])
+        return [(number, name) for number, part in argv for name in template.fields(part)]
 
 
 class LaunchSweep(_Closed):
@@ -476,6 +498,22 @@ class Experiment(_Closed):
         return self
 
     @model_validator(mode="after")
+    def _template_fields_are_known(self) -> Experiment:
+        # A field no arm fills would fail as a KeyError in the middle of the run: refuse it now.
+        for instrument in self.instruments:
+            for number, name in instrument.template_fields():
+                if name in template.BUILT_IN_FIELDS:
+                    continue
+                missing = [arm for arm in self.arm_names if name not in _params_of(self.arm(arm))]
+                if missing:
+                    raise ValueError(
+                        f"instrument {instrument.name!r} command[{number}] names {{{name}}}, which arm "
+                        f"{missing[0]!r} does not set in its params (the fields every arm has: "
+                        f"{', '.join(template.BUILT_IN_FIELDS)})"
+                    )
+        return self
+
+    @model_validator(mode="after")
     def _bars_fit_their_instruments(self) -> Experiment:
         for bar in self.bars:
             instrument = self.instrument_of(bar)
@@ -582,13 +620,23 @@ class Experiment(_Closed):
         return {name for name in named if not engine_registry.get(name).stand_in}
 
 
+def _params_of(arm: RecipeArm | CommandArm | ReleaseArm | StudyArm) -> dict[str, str]:
+    return arm.params if isinstance(arm, StudyArm) else {}
+
+
 def _needs_server(kind: str) -> bool:
     return instrument_registry.get(kind).needs_server
 
 
 def load_experiment(path: Path | str) -> Experiment:
-    """Load and validate an experiment file; errors name the file, the line and the field."""
-    return load_versioned(path, Experiment, EXPERIMENT_SCHEMA_VERSION, what="experiment")
+    """Load and validate an experiment file; errors name the file, the line and the field. An
+    experiment whose result entry could not be recorded (its text over the entry's size limit) is
+    refused here, at the field to shorten, not after the run."""
+    doc = load_yaml(Path(path))
+    check_doc(doc, EXPERIMENT_SCHEMA_VERSION)
+    experiment = validate_doc(doc, Experiment, what="experiment")
+    entry_size.refuse_oversized(experiment, doc.where)
+    return experiment
 
 
 def experiment_json_schema() -> dict:

@@ -20,7 +20,9 @@ Package map:
                   MeasureContext and Measurement, InstrumentError, running a client, hashing raw files
   vllm_bench      ``vllm bench serve`` (kind ``vllm_bench_serve``), one client process per point
   sglang_bench    ``sglang.bench_serving`` (kind ``sglang_bench_serving``), same names, either engine
-  command         any script that prints JSON metrics (kind ``command``), for studies without a server
+  command         any script that prints JSON metrics (kind ``command``), for studies without a server;
+                  its argv template's plain ``{name}`` fields are parsed and filled by ``template``
+                  (never str.format: no format spec, conversion or attribute access)
   aiperf_replay   agent sessions replayed through ``aiperf profile`` (kind ``aiperf_replay``), with
                   its validity signals; replay_trace writes and reads its traces
   tail            sequential cache-busted requests (kind ``tail``), refused when the cache flattered it

@@ -8,6 +8,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from recipe_ledger.instruments import template as templates
 from recipe_ledger.instruments.base import (
     InstrumentError,
     InstrumentKind,
@@ -25,6 +26,8 @@ NAME = "command"
 
 
 def fill_template(template: list[str], ctx: MeasureContext, out_file: Path) -> list[str]:
+    """``template`` with its plain ``{name}`` fields filled: never ``str.format``, which would obey
+    a format spec such as ``{arm:>1500000000}`` (instruments.template)."""
     values = {
         **dict(ctx.params),
         "arm": ctx.arm,
@@ -35,12 +38,14 @@ def fill_template(template: list[str], ctx: MeasureContext, out_file: Path) -> l
         "base_url": ctx.base_url or "",
     }
     try:
-        return [part.format(**values) for part in template]
-    except (KeyError, IndexError) as exc:
+        return [templates.render(part, values) for part in template]
+    except KeyError as exc:
         raise InstrumentError(
             f"command template names an unknown field {exc}",
             hint="use {arm} {point} {repeat} {seed} {out} {base_url}",
         ) from None
+    except templates.TemplateError as exc:  # the spec refuses these when it loads; this is the last guard
+        raise InstrumentError(f"command template {exc}", hint="use plain {name} fields") from None
 
 
 def template_version(template: list[str], root: Path) -> str:

@@ -21,6 +21,7 @@ refuses to build on it and ``repair_tail`` moves those bytes to a quarantine fil
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import gc
 import hashlib
@@ -34,7 +35,8 @@ from typing import Any
 
 import orjson  # parses a line ~3x faster than json: verify and log at 100k entries are mostly parsing
 
-from recipe_ledger.errors import StateError
+from recipe_ledger.errors import InputError, StateError
+from recipe_ledger.spec.bounds import MAX_ENTRY_BYTES
 
 ID_HEX = 64
 ID_PREFIX = b'{"id":"'
@@ -42,7 +44,7 @@ ID_START = len(ID_PREFIX)  # 7
 ID_END = ID_START + ID_HEX  # 71
 BODY_START = ID_END + 2  # after the '",' that closes the id
 # Entries stay small: raw outputs are files referenced by content hash, never inlined.
-MAX_LINE_BYTES = 16 * 1024
+MAX_LINE_BYTES = MAX_ENTRY_BYTES  # the experiment spec's text is checked against it at load
 
 # Test hook, set only by the crash tests in a child process: (chunk_size, fraction in [0, 1]).
 # The appender then writes its line in chunks and SIGKILLs itself once round(fraction * length)
@@ -191,7 +193,7 @@ def append_line(
     sign their heads out of order).
     """
     created = not path.exists()
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = _open_no_follow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         line = make_line(_current_head(fd, path))
@@ -205,6 +207,21 @@ def append_line(
     if created and durable:
         fsync_dir(path.parent)
     return line
+
+
+def _open_no_follow(path: Path, flags: int) -> int:
+    """``os.open`` for writing that refuses a symlink as the file itself (O_NOFOLLOW): the store
+    checks the path first, and this closes the gap between that check and the open."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW, 0o644)
+    except OSError as error:
+        if error.errno != errno.ELOOP:
+            raise
+        raise InputError(
+            f"{path} is a symlink: the ledger is written only into its own files, never through a link",
+            where=str(path),
+            hint="replace the link by the real file, then run the command again",
+        ) from None
 
 
 def _current_head(fd: int, path: Path) -> dict[str, Any] | None:
@@ -252,7 +269,7 @@ def repair_tail(path: Path, quarantine: Path) -> int:
     The bytes are written and fsynced to the quarantine file *before* the chain is truncated, so a
     crash in between leaves them in both places, never in neither.
     """
-    fd = os.open(path, os.O_RDWR)
+    fd = _open_no_follow(path, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         _, torn = read_tail(fd)
@@ -272,7 +289,7 @@ def _quarantine(quarantine: Path, source: Path, offset: int, torn: bytes) -> Non
     # what follows the last one), so every record stays unambiguous and byte-exact.
     quarantine.parent.mkdir(parents=True, exist_ok=True)
     header = f"# {utc_now()} torn tail of {source.name} at offset {offset}, {len(torn)} bytes\n"
-    fd = os.open(quarantine, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = _open_no_follow(quarantine, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         _write_all(fd, header.encode("utf-8") + torn + b"\n")
         os.fsync(fd)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from recipe_ledger import paths
 from recipe_ledger.errors import InputError, StateError, UnknownIdError
 from recipe_ledger.ledger import chain, gitinfo, signing
 from recipe_ledger.ledger.fingerprint import box_fingerprint
@@ -78,6 +79,7 @@ class Ledger:
         ledger = cls(root)
         if not ledger.root.is_dir():
             raise InputError("project root does not exist", where=str(ledger.root))
+        paths.no_links(ledger.root, LEDGER_DIR, what="the ledger")
         ledger.dir.mkdir(exist_ok=True)
         _write_once(ledger.dir / FORMAT_FILE, _format_marker())
         _write_once(ledger.dir / ".gitattributes", GITATTRIBUTES.encode())
@@ -114,11 +116,18 @@ class Ledger:
     def chain_path(self, writer: str) -> Path:
         return self.dir / f"{check_writer(writer)}.jsonl"
 
+    def writable(self, name: str) -> Path:
+        """``ledger/<name>`` to write: refused (InputError) when ``ledger/`` or the file is a symlink
+        or resolves outside the project, so nothing is ever appended through a link."""
+        return paths.no_links(self.root, LEDGER_DIR, *Path(name).parts, what="the ledger")
+
     def chain_files(self) -> list[Path]:
         return sorted(self.dir.glob("*.jsonl"))
 
     def quarantine_path(self, chain_file: Path) -> Path:
-        return self.dir / QUARANTINE_DIR / f"{chain_file.stem}.torn"
+        """Where ``verify --repair`` moves ``chain_file``'s torn tail (checked as ``writable``)."""
+        self.writable(chain_file.name)
+        return self.writable(f"{QUARANTINE_DIR}/{chain_file.stem}.torn")
 
     def rel(self, path: Path) -> str:
         """A path as the user should see it: relative to the project root."""
@@ -312,7 +321,8 @@ class Ledger:
             if key is not None:
                 signing.write_head(self.dir, writer, json.loads(line), key)
 
-        line = chain.append_line(self.chain_path(writer), make_line, durable=durable, after_write=sign)
+        path = self.writable(self.chain_path(writer).name)
+        line = chain.append_line(path, make_line, durable=durable, after_write=sign)
         return self._remember(json.loads(line))
 
     def _body_fields(

@@ -13,7 +13,9 @@ Per chain file, line by line (1-based, as an editor shows them):
 - box: every entry of a chain carries the same box fingerprint once one appears (two boxes under
   one writer name fork a chain; see fingerprint.py);
 - the file ends with a newline: otherwise its last line is torn (an interrupted append), which
-  ``repair`` moves to ``ledger/quarantine/<writer>.torn``.
+  ``repair`` moves to ``ledger/quarantine/<writer>.torn``;
+- paths: no symlink under ``ledger/`` or ``runs/`` (``paths.links_under``): writers refuse to write
+  through one, and one found is a problem.
 
 Across chains (semantics.py): every ref resolves; a retraction comes from the retracted entry's
 writer or a writer listed in ``ledger/maintainers``; every head a witness recorded is still in the
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from recipe_ledger import paths
 from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.ledger import chain, gitinfo, seenheads, semantics, signing, validcache
 from recipe_ledger.ledger.kinds import FORMAT_VERSION, STATUS_RELATIONS
@@ -67,6 +70,10 @@ def verify(
         seen.chains[state.writer] = state
         report.chains += 1
         report.findings.extend(state.findings)
+    for link, target in paths.links_under(ledger.root):  # the record is never written through one
+        report.findings.append(
+            Finding(ledger.rel(link), None, f"a symlink (to {target}) in the record: {paths.LINK_HINT}")
+        )
     semantics.check(ledger, seen, report)
     _check_seen_heads(ledger, seen, report, remember=remember)
     if cache:

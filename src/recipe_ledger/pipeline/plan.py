@@ -17,6 +17,7 @@ from recipe_ledger.engines.base import Engine
 from recipe_ledger.engines.sglang import find_sglang_python
 from recipe_ledger.engines.vllm import find_vllm_bin
 from recipe_ledger.errors import InputError
+from recipe_ledger.experiment import entry_size
 from recipe_ledger.experiment.engines import check_one_client_per_bar
 from recipe_ledger.experiment.spec import CommandArm, Experiment, Overrides, RecipeArm, ReleaseArm, StudyArm
 from recipe_ledger.instruments import aiperf_replay
@@ -255,6 +256,9 @@ def plan_run(
             engine=engine.name,
         )
     check_workload_instruments(experiment, arms, repo)
+    # Again with the resolved commands (a recipe's argv is known only now): the result entry must
+    # fit in the ledger, or the run would be lost at record time.
+    entry_size.refuse_oversized(experiment, lambda _: str(spec_path), arms)
     return RunPlan(
         experiment,
         box,

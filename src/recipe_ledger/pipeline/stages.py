@@ -224,8 +224,12 @@ def calibrate_experiment(
     release_lookup: ReleaseLookup | None = None,
     events: Events = print_notices,
 ) -> list[dict]:
-    """`ledger calibrate`: A/A launches of the control; one calibration entry per bar metric."""
-    ctx = _started(spec_path, repo, writer, options, release_lookup, events)
+    """`ledger calibrate`: A/A launches of the control; one calibration entry per bar metric.
+
+    A refusal before any launch (a bad spec, a missing recipe, a busy GPU) writes no entry: a
+    calibration that never launched measured nothing, and each bad spec tried would otherwise
+    leave a permanent failure entry (one fuzz pass left 478). Only a launched run's failure is one."""
+    ctx = _started(spec_path, repo, writer, options, release_lookup, events, record_setup=False)
     with recording_failure(ctx, "calibration"):
         records, _ = runner.calibrate_inline(ctx)
         with ctx.clock.step("records"):
@@ -251,13 +255,18 @@ def _started(
     release_lookup: ReleaseLookup | None,
     events: Events,
     resume: tuple[str, Path] | None = None,
+    *,
+    record_setup: bool = True,
 ) -> runner.RunContext:
     """Tree checked, experiment loaded once, planned, preflighted: the context of a run about to
     launch (``resume``: the id and folder of the run it continues). The git stamp is taken here, at
-    launch: that is the state the numbers belong to."""
+    launch: that is the state the numbers belong to. ``record_setup``: a refusal while planning or
+    in preflight is a failure entry (run, reproduce) or only an error (calibrate)."""
     clock = StepClock()
     with clock.step("planning"):
-        return _prepared(spec_path, repo, writer, options, release_lookup, events, clock, resume)
+        return _prepared(
+            spec_path, repo, writer, options, release_lookup, events, clock, resume, record_setup
+        )
 
 
 def _prepared(
@@ -269,6 +278,7 @@ def _prepared(
     events: Events,
     clock: StepClock,
     resume: tuple[str, Path] | None = None,
+    record_setup: bool = True,
 ) -> runner.RunContext:
     ledger = Ledger.open(repo)
     record_abandoned(repo, ledger, events)
@@ -276,7 +286,8 @@ def _prepared(
     summary = allowed_dirty_text(git)
     if summary:
         events(Notice(summary))
-    with recording_setup_failure(ledger, writer, spec_path.stem, "planning", git) as setup:
+    recorded = ledger if record_setup else None
+    with recording_setup_failure(recorded, writer, spec_path.stem, "planning", git) as setup:
         experiment = load_experiment(spec_path)
         setup.subject = experiment.name
         plan = plan_run(spec_path, experiment, RecipeRoot(repo / "recipes"), repo, release_lookup)

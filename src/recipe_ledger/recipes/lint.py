@@ -63,18 +63,29 @@ class Vocabulary:
         return self.hardware | self.generations | self.brands | {"default"}
 
 
-def arg_lists(data: Any, path: PathKey = ()) -> Iterator[tuple[PathKey, list[str]]]:
-    """Every vLLM flag list in a recipe (base args, extra args, feature args, role args...); the
-    ``sglang`` blocks hold another engine's flags and are left out (see ``sglang_blocks``)."""
+def raw_arg_lists(data: Any, path: PathKey = ()) -> Iterator[tuple[PathKey, list[Any]]]:
+    """Every vLLM flag list in a recipe as written (base args, extra args, feature args, role
+    args...); the ``sglang`` blocks hold another engine's flags and are left out (``sglang_blocks``)."""
     if isinstance(data, dict):
         for key, value in data.items():
             if key in ARG_KEYS and isinstance(value, list):
                 yield (*path, key), value
             elif key != SGLANG_KEY:
-                yield from arg_lists(value, (*path, key))
+                yield from raw_arg_lists(value, (*path, key))
     elif isinstance(data, list):
         for index, item in enumerate(data):
-            yield from arg_lists(item, (*path, index))
+            yield from raw_arg_lists(item, (*path, index))
+
+
+def arg_lists(data: Any) -> Iterator[tuple[PathKey, list[str]]]:
+    """``raw_arg_lists`` as tokens: a scalar as its text, a mapping, list or null (which no command
+    line can hold, ``check_arg_items`` names it) as an empty token, so indexes still match the file."""
+    for path, args in raw_arg_lists(data):
+        yield path, [_token(arg) for arg in args]
+
+
+def _token(arg: Any) -> str:
+    return "" if arg is None or isinstance(arg, (dict, list)) else str(arg)
 
 
 SGLANG_KEY = "sglang"
@@ -113,6 +124,22 @@ def _warn(item: LoadedRecipe, path: PathKey, code: str, message: str) -> LintWar
 
 
 # ----------------------------------------------------------------- flags
+
+
+def check_arg_items(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[LintWarning]:
+    """A mapping, a list or a null inside an arg list: a command line holds words, so the builder
+    would print it as ``[object Object]`` (or this tool as its Python text). Named at its line."""
+    for path, args in raw_arg_lists(item.doc.data):
+        for index, arg in enumerate(args):
+            if arg is None or isinstance(arg, (dict, list)):
+                kind = "null" if arg is None else "a mapping" if isinstance(arg, dict) else "a list"
+                yield _warn(
+                    item,
+                    (*path, index),
+                    "arg-not-text",
+                    f"{format_path((*path, index))} is {kind}, not a flag or a value: an arg list "
+                    "holds strings (quote it, e.g. '--speculative-config={...}' as one string)",
+                )
 
 
 def check_flag_forms(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[LintWarning]:
@@ -326,6 +353,7 @@ def check_feature_conflicts(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[L
 Check = Callable[[LoadedRecipe, Vocabulary], Iterator[LintWarning]]
 
 STATIC_CHECKS: list[Check] = [
+    check_arg_items,
     check_flag_forms,
     check_offload_patterns,
     check_hardware_ids,

@@ -58,6 +58,9 @@ MAX_POINT = 1_000_000  # a concurrency level, a batch size: well above any box
 MAX_REPEATS = 100  # launches per arm; each is a fresh server boot
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
 MAX_SEED = 2**63 - 1
+# One ledger entry, as canonical JSON (ledger.chain.MAX_LINE_BYTES): raw outputs are files referenced
+# by content hash, never inlined. Here so that a spec's text can be checked against it at load.
+MAX_ENTRY_BYTES = 16 * 1024
 
 Point = Annotated[int, Field(ge=0, le=MAX_POINT)]
 ArgList = Annotated[list[ArgText], Len(max_length=MAX_ITEMS)]

@@ -98,6 +98,10 @@ def describe_error(error: ErrorDetails) -> str:
         return "unknown field"
     if kind == CREDENTIAL_NAME:
         return error["msg"]  # without the input: it may be a real token
+    if kind == "value_error":
+        # A validator's own sentence says what is wrong and names the field; the input it was
+        # given (often the whole mapping) adds nothing.
+        return error["msg"].removeprefix("Value error, ")
     if kind == "string_pattern_mismatch" and (error.get("ctx") or {}).get("pattern") == SLUG_PATTERN:
         return f"expected a name of {SLUG_RULE} characters, got {_shown(error.get('input'))}"
     expected = _EXPECTED.get(kind)
@@ -130,4 +134,5 @@ def validate_doc(doc: YamlDoc, model: type[ModelT], *, what: str = "") -> ModelT
         shown = format_path(path)
         if first["type"] == CREDENTIAL_NAME:  # the path names the key: never echo a token
             shown = redact_text(shown, environ={})
-        raise SpecError(f"{shown}: {describe_error(first)}{suffix}", where=doc.where(path)) from None
+        field = f"{shown}: " if path else ""
+        raise SpecError(f"{field}{describe_error(first)}{suffix}", where=doc.where(path)) from None
