@@ -315,7 +315,11 @@ def _child(args: list[str], out_fd: int, cwd: Path, cpu_s: int, extra_mem: int) 
         resource.setrlimit(resource.RLIMIT_AS, (_vm_bytes() + extra_mem,) * 2)
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
         from recipe_ledger.cli import main
+        from recipe_ledger.recipes.corpus import load_corpus
 
+        # A fork inherits the parent's per-process recipe cache (a test that loaded this root
+        # in-process): a fresh `ledger` reads the files as they are now, and so must the case.
+        load_corpus.cache_clear()
         try:
             main.main(args, prog_name="ledger", standalone_mode=True)
             code = 0
