@@ -140,12 +140,12 @@ def main() -> None:
         f"rl-quality/1, margin {args.margin * 100:g} pt, one-sided alpha {alpha:g} ({args.design} design), "
         f"{args.launches} counted launches per arm, {args.trials} trials per scenario, seed {args.seed}"
     )
-    print(f"{'scenario':58} {'items':>5} {'non-inf':>8} {'worse':>8} {'not shown':>9}  goal")
+    print(f"{'scenario':64} {'items':>5} {'non-inf':>8} {'worse':>8} {'not shown':>9}  goal")
     for scenario in scenarios:
         calls = simulate(scenario, args.trials, args.launches, args.margin, alpha, args.seed)
         shares = [f"{calls[o] / args.trials:8.2%}" for o in ("non-inferior", "worse", "not-shown")]
         said = goal(scenario, calls, args.trials)
-        print(f"{scenario.name:58} {len(scenario.candidate):5d} {' '.join(shares)}   {said}")
+        print(f"{scenario.name:64} {len(scenario.candidate):5d} {' '.join(shares)}   {said}")
 
 
 if __name__ == "__main__":
