@@ -317,3 +317,24 @@ def test_a_launch_flag_sweep_is_plotted_against_its_flag_not_against_concurrency
     chart = experiment_charts([], {"m": {"control": [(1.0, 2.0), (2.0, 3.0)]}}, ["m"], "control", {}, axis)
     (svg,) = chart
     assert "m against the launch value" in svg and "launch value" in svg and "concurrency" not in svg
+
+
+def test_no_committed_page_prints_a_python_object_for_a_value() -> None:
+    # Jinja's `q.items` on a dict is the dict's method, not its "items" key: a page said
+    # "<built-in method items of dict object at 0x...>" where the quality table's item count goes.
+    pages = sorted((REPO / "site").rglob("*.html"))
+    assert pages
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert "built-in method" not in text and "bound method" not in text, page.name
+
+
+def test_the_quality_table_shows_each_bars_item_count() -> None:
+    pages = sorted((REPO / "site" / "experiments").glob("tiny-quality-*.html"))
+    assert pages, "the tiny-quality results are on the site"
+    for page in pages:
+        rows = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser").select("tr[class^=quality-]")
+        assert rows, page.name
+        for row in rows:
+            cells = [td.get_text(strip=True) for td in row.find_all("td")]
+            assert "80" in cells, (page.name, cells)  # the demo's 80 prompts, one item each
