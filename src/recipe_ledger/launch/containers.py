@@ -32,7 +32,7 @@ from recipe_ledger.launch.guard import Guard
 from recipe_ledger.launch.ports import connect_host, ensure_port_free
 from recipe_ledger.launch.server import RunningServer
 from recipe_ledger.launch.spec import LaunchSpec
-from recipe_ledger.redact import RedactedLog
+from recipe_ledger.redact import IdleFlushedLog, RedactedLog
 
 if TYPE_CHECKING:
     from docker.models.containers import Container
@@ -404,7 +404,8 @@ class _LogPump:
 
     def _run(self) -> None:
         # Redacted as it is written (redact.stream): a run killed mid-launch leaves no raw secret.
-        handle = RedactedLog(self._path, self._env)
+        # The stream blocks until output comes: the held last line is written after a silence.
+        handle = IdleFlushedLog(self._path, self._env)
         try:
             for chunk in self._container.logs(stream=True, follow=True, stdout=True, stderr=True):
                 handle.write(chunk)

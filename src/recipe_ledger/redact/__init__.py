@@ -30,7 +30,8 @@ token split across lines (``_mask_joined``: each part hidden, the line count kep
 decode to text holding a secret; and detect-secrets' plugins (``detectors``, the only module that
 imports detect-secrets). ``looks_like_credential(name)`` is how names are refused at load instead
 of being redacted (``spec.bounds.Slug``). ``stream`` writes a child's output to its log redacted
-line by line (``LogPipe``, ``RedactedLog``): a killed run leaves no raw line on disk.
+line by line (``LogPipe``, ``RedactedLog``, ``IdleFlushedLog`` for a blocking source): a killed
+run leaves no raw line on disk.
 
 **Names.** A name (an environment variable, a dict key, a flag, the key of a pair) is split into
 words (``_``, ``-``, ``.``, camelCase). Secret words are ``TOKEN KEY SECRET PASSWORD PASSWD PASS
@@ -71,7 +72,7 @@ from recipe_ledger.redact.rules import (
     secret_values,
     text_redactor,
 )
-from recipe_ledger.redact.stream import LogPipe, RedactedLog
+from recipe_ledger.redact.stream import IdleFlushedLog, LogPipe, RedactedLog
 
 __all__ = [
     "MARK",
@@ -87,5 +88,6 @@ __all__ = [
     "secret_values",
     "text_redactor",
     "LogPipe",
+    "IdleFlushedLog",
     "RedactedLog",
 ]

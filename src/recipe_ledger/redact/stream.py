@@ -28,6 +28,7 @@ import os
 import re
 import select
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -156,3 +157,34 @@ class LogPipe:
         finally:
             os.close(self._read_fd)
             self.log.close()
+
+
+class IdleFlushedLog:
+    """A ``RedactedLog`` fed from a blocking source (docker's log stream, read in a loop that only
+    returns when output comes): a ticker writes the held line after ``HOLD_S`` of silence, as
+    ``LogPipe``'s reader does, so the log's last line is on disk while the server is quiet."""
+
+    def __init__(self, path: Path, secrets: Mapping[str, str] | None = None):
+        self.log = RedactedLog(path, secrets)
+        self._lock = threading.Lock()
+        self._last = time.monotonic()
+        self._done = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, name=f"log-idle:{path.name}", daemon=True)
+        self._ticker.start()
+
+    def write(self, data: bytes) -> None:
+        with self._lock:
+            self.log.write(data)
+            self._last = time.monotonic()
+
+    def close(self) -> None:
+        self._done.set()
+        self._ticker.join()
+        with self._lock:
+            self.log.close()
+
+    def _tick(self) -> None:
+        while not self._done.wait(HOLD_S):
+            with self._lock:
+                if time.monotonic() - self._last >= HOLD_S:
+                    self.log.flush_held()
