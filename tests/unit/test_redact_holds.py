@@ -172,6 +172,10 @@ def test_the_detectors_find_nothing_in_the_project_s_own_record(folder):
     for path in sorted((REPO / folder).rglob("*")):
         if path.is_file() and path.suffix in (".jsonl", ".json", ".yaml", ".md"):
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                # A chain's key entry holds a public key and the tool's own signature: the store
+                # writes it unredacted by design (base64 that any entropy detector would flag).
+                if path.suffix == ".jsonl" and '"kind":"key"' in line:
+                    continue
                 if detectors.found(line):
                     hits[f"{path.relative_to(REPO)}:{number}"] = sorted(detectors.found(line))
     assert hits == {}
