@@ -27,6 +27,7 @@ from recipe_ledger.tables import write_tables
 from recipe_ledger.tracking.entries import entry_spec
 from recipe_ledger.tracking.tree import stage_redacted
 
+from helpers.keymaterial import is_key_file, without_key_entries
 from helpers.projects import REPO, make_project
 
 # kind -> (the text as planted, the needle that must never come out)
@@ -182,7 +183,10 @@ def test_the_committed_record_reads_the_same_through_the_redactor(folder):
     for path in sorted((REPO / folder).rglob("*")):
         if not path.is_file() or path.suffix not in (".log", ".json", ".jsonl", ".csv", ".md", ".html"):
             continue
-        text = _without_known_overreach(path.read_text(encoding="utf-8", errors="replace"))
+        if is_key_file(path):
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        text = _without_known_overreach(without_key_entries(path, text))
         objects = _json_objects(path, text)
         if redact_text(text, environ={}) != text or redact_obj(objects, environ={}) != objects:
             changed.append(str(path.relative_to(REPO)))

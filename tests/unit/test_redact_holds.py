@@ -30,6 +30,7 @@ from recipe_ledger.site.pages import experiments
 from recipe_ledger.tracking.entries import redact_spec
 from recipe_ledger.tracking.runspec import RunSpec
 
+from helpers.keymaterial import is_key_file, without_key_entries
 from helpers.projects import REPO, make_project
 
 # kind -> (as planted, what must never come out)
@@ -170,12 +171,9 @@ def test_the_detectors_find_nothing_in_the_project_s_own_record(folder):
     """The false-positive corpus of the tuning: digests, ids, counts, paths stay readable."""
     hits = {}
     for path in sorted((REPO / folder).rglob("*")):
-        if path.is_file() and path.suffix in (".jsonl", ".json", ".yaml", ".md"):
-            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-                # A chain's key entry holds a public key and the tool's own signature: the store
-                # writes it unredacted by design (base64 that any entropy detector would flag).
-                if path.suffix == ".jsonl" and '"kind":"key"' in line:
-                    continue
+        if path.is_file() and path.suffix in (".jsonl", ".json", ".yaml", ".md") and not is_key_file(path):
+            text = without_key_entries(path, path.read_text(encoding="utf-8"))
+            for number, line in enumerate(text.splitlines(), 1):
                 if detectors.found(line):
                     hits[f"{path.relative_to(REPO)}:{number}"] = sorted(detectors.found(line))
     assert hits == {}
