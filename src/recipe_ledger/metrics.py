@@ -457,6 +457,14 @@ _TABLE: list[Metric] = [
 ]
 
 METRICS: Mapping[str, Metric] = MappingProxyType({m.name: m for m in _TABLE})
+# The metrics only a server's own /metrics counters give (no client measures them): an engine says
+# which of them it can give (``Engine.counter_metric_names``), and the plan names the rest.
+SERVER_COUNTER_METRICS: tuple[str, ...] = (
+    "prefix_cache_hit_rate",
+    "spec_accept_len",
+    "spec_accept_rate",
+    "tokens_per_step",
+)
 
 # What a ``result`` entry keeps as medians per arm and point (``<arm>.c<point>.<metric>``): small,
 # table-friendly. Order is irrelevant (the summary is sorted by key).

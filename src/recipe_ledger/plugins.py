@@ -47,7 +47,7 @@ def load_registry(
 
 def pick(registered: dict[str, T], name: str, what: str, listed_as: str) -> T:
     """``registered[name]``, else an InputError naming every registered one ("unknown engine 'x';
-    engines: vllm, sglang, none")."""
+    engines: vllm, sglang, transformers, openai, none")."""
     if name not in registered:
         raise InputError(
             f"unknown {what} {name!r}; {listed_as}: {', '.join(registered)}",

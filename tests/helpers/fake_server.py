@@ -5,6 +5,7 @@ in launcher tests: stdlib only, one behaviour per flag.
                           [--ignore-sigterm] [--spawn-child] [--pid-file F] [--prefix-cache]
                           [--engine sglang [--fail-generate] [--flush-busy N] [--model-path DIR]
                            [--enable-metrics]]
+                          [--engine openai [--model NAME] [--no-choices] [--no-models]]
                           [--completions [--diverge-at K [--diverge-only TEXT]] [--fail-on TEXT]
                            [--no-token-ids] [--completion-delay S] [--barrier N]
                            [--completion-text TEXT] [--fail-completions]]
@@ -24,6 +25,11 @@ the most requests seen in flight at once) shows the client's concurrency without
 ``--completion-text TEXT`` answers every completion with that text instead (finish reason ``stop``,
 no log-probabilities: what lm-eval's generate_until reads), and ``--fail-completions`` answers every
 one with a 500 in the engine's error shape (a server that broke mid-run).
+
+OpenAI mode (any OpenAI-compatible server: ``transformers serve``, llama.cpp...) answers ``GET
+/v1/models`` (its health path; 503 until ``--delay`` passed, 404 forever under ``--no-models``: a
+server that is up but lists nothing) and ``POST /v1/chat/completions`` with one choice, or with
+none under ``--no-choices`` (a server that answers but completes nothing).
 
 ``--bind-when FILE`` waits (logging that it loads) until FILE exists before binding its port, as
 vLLM binds only once the model is loaded: the window an impostor on the port would use.
@@ -57,7 +63,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--spawn-child", action="store_true", help="start a worker process in the group")
     parser.add_argument("--pid-file", default=None, help="write 'leader_pid child_pid' here")
     parser.add_argument("--prefix-cache", action="store_true", help="answer POST /reset_prefix_cache")
-    parser.add_argument("--engine", choices=["vllm", "sglang"], default="vllm")
+    parser.add_argument("--engine", choices=["vllm", "sglang", "openai"], default="vllm")
+    parser.add_argument("--model", default="fake-model", help="openai: the id /v1/models lists")
+    parser.add_argument("--no-choices", action="store_true", help="openai: completions with no choices")
+    parser.add_argument("--no-models", action="store_true", help="openai: /v1/models answers 404")
     parser.add_argument("--fail-generate", action="store_true", help="sglang: /generate answers 500")
     parser.add_argument("--flush-busy", type=int, default=0, help="sglang: /flush_cache answers 400 N times")
     parser.add_argument("--model-path", default=None, help="sglang: the model (only echoed)")
@@ -226,6 +235,11 @@ def post_answer(
         return sglang.flush(), None
     if completions is not None and path == "/v1/completions":
         return completions.answer(body)
+    if options.engine == "openai" and path == "/v1/chat/completions":
+        choices = (
+            [] if options.no_choices else [{"index": 0, "message": {"role": "assistant", "content": "hi"}}]
+        )
+        return 200, {"object": "chat.completion", "model": options.model, "choices": choices}
     return (200 if path == "/reset_prefix_cache" and options.prefix_cache else 404), None
 
 
@@ -235,9 +249,13 @@ def make_handler(options: argparse.Namespace, started: float) -> type[BaseHTTPRe
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            healthy = not options.never_healthy and time.monotonic() - started >= options.delay
             if self.path == "/health":
-                healthy = not options.never_healthy and time.monotonic() - started >= options.delay
                 self._answer(200 if healthy else 503)
+            elif options.engine == "openai" and self.path == "/v1/models":
+                listing = {"object": "list", "data": [{"id": options.model, "object": "model"}]}
+                status = 404 if options.no_models else 200 if healthy else 503
+                self._answer(status, listing if status == 200 else None)
             elif completions is not None and self.path == "/fake/completions":
                 self._answer(200, completions.report())
             else:

@@ -9,7 +9,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,6 +29,7 @@ from recipe_ledger.launch import (
 from recipe_ledger.launch.process import group_is_gone
 
 from helpers import FAKE_SERVER
+from helpers.launching import no_server_left_behind  # noqa: F401  (autouse)
 from helpers.net import free_port
 from helpers.waiting import wait_for
 
@@ -73,14 +74,6 @@ def make_spec(tmp_path: Path) -> Callable[..., LaunchSpec]:
         )
 
     return build
-
-
-@pytest.fixture(autouse=True)
-def no_server_left_behind() -> Iterator[None]:
-    yield
-    leftovers = live_servers()
-    stop_all()
-    assert not leftovers, f"a test left servers running: {leftovers}"
 
 
 def group_has_no_process(pgid: int) -> bool:

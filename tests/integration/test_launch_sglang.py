@@ -5,18 +5,20 @@ leaves nothing running."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from recipe_ledger import engines
 from recipe_ledger.engines.sglang_api import CacheFlushFailed, flush_cache, generate_problem
-from recipe_ledger.launch import BootFailure, LaunchSpec, ProcessLauncher, live_servers, stop_all
+from recipe_ledger.launch import BootFailure, LaunchSpec, ProcessLauncher, live_servers
 from recipe_ledger.launch.ports import port_is_free
 
 from helpers import FAKE_SERVER
+from helpers.launching import no_server_left_behind  # noqa: F401  (autouse)
 from helpers.net import free_port
+from helpers.waiting import wait_for
 
 HOST = "127.0.0.1"
 
@@ -41,20 +43,13 @@ def make_spec(tmp_path: Path) -> Callable[..., LaunchSpec]:
     return build
 
 
-@pytest.fixture(autouse=True)
-def no_server_left_behind() -> Iterator[None]:
-    yield
-    leftovers = live_servers()
-    stop_all()
-    assert not leftovers, f"a test left servers running: {leftovers}"
-
-
 def test_a_healthy_sglang_is_ready_after_a_real_generate(make_spec) -> None:
     spec = make_spec("--enable-metrics")
     with ProcessLauncher().start(spec) as server:
         assert server.is_alive()
         assert generate_problem(server.base_url, 5) is None
-        assert "POST /generate" in server.log_text()  # readiness sent one before returning
+        # Readiness sent one before returning; the log pump writes its line a moment later.
+        assert wait_for(lambda: "POST /generate" in server.log_text())
     assert port_is_free(HOST, spec.port)
 
 

@@ -65,8 +65,8 @@ def install_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry_points
 
 
 def test_the_built_ins_in_the_order_the_schema_lists_them():
-    assert engines.names() == ("vllm", "sglang", "none")
-    assert engines.names(stand_ins=False) == ("vllm", "sglang")
+    assert engines.names() == ("vllm", "sglang", "transformers", "openai", "none")
+    assert engines.names(stand_ins=False) == ("vllm", "sglang", "transformers", "openai")
     assert engines.get("vllm") is vllm.ENGINE and engines.get("sglang") is sglang.ENGINE
     assert engines.get("none") is none.ENGINE and none.ENGINE.stand_in
 
@@ -75,7 +75,7 @@ def test_an_unknown_engine_is_an_input_error_naming_the_known_ones():
     with pytest.raises(InputError) as caught:
         engines.get("tgi")
     assert caught.value.exit_code == 2
-    assert "unknown engine 'tgi'; engines: vllm, sglang, none" in str(caught.value)
+    assert "unknown engine 'tgi'; engines: vllm, sglang, transformers, openai, none" in str(caught.value)
 
 
 def test_an_engine_stays_one_object_across_copies_and_pickles():
@@ -99,8 +99,8 @@ def test_the_recipe_engines_agree_with_the_registry():
 
 def test_a_plugin_engine_is_found_through_its_entry_point(tmp_path, monkeypatch):
     install_plugin(tmp_path, monkeypatch, "tgi = fake_engine_plugin:ENGINE")
-    assert engines.names() == ("vllm", "sglang", "none", "tgi")
-    assert engines.names(stand_ins=False) == ("vllm", "sglang", "tgi")
+    assert engines.names() == ("vllm", "sglang", "transformers", "openai", "none", "tgi")
+    assert engines.names(stand_ins=False) == ("vllm", "sglang", "transformers", "openai", "tgi")
     tgi = engines.get("tgi")
     assert tgi.health_path == "/healthz" and pickle.loads(pickle.dumps(tgi)) is tgi
     instrument = Instrument(name="b", kind="sglang_bench_serving")
@@ -135,7 +135,7 @@ def test_the_experiment_spec_accepts_a_plugin_engine_and_lists_it(tmp_path, monk
     schema = experiment_json_schema()
     assert "tgi" in schema["properties"]["engine"]["enum"]
     arm_engine = schema["$defs"]["CommandArm"]["properties"]["engine"]["anyOf"][0]
-    assert arm_engine == {"enum": ["vllm", "sglang", "tgi"], "type": "string"}
+    assert arm_engine == {"enum": ["vllm", "sglang", "transformers", "openai", "tgi"], "type": "string"}
 
 
 def test_an_arm_on_a_plugin_engine_plans_with_the_engines_defaults(tmp_path, monkeypatch):

@@ -147,7 +147,10 @@ def test_a_trace_over_the_cap_is_not_kept_but_its_metrics_and_hash_are(serve, tm
     code, out = run_probe(serve(engine), tmp_path, "--max-trace-mb", "0.01")
     captured = capsys.readouterr()
     assert code == 0
-    assert "over the 0.01 MB cap: not kept" in captured.err and len(captured.err.strip().splitlines()) == 1
+    # Only the probe's own lines: another test's server thread in this process can print a
+    # socketserver traceback for a stray connection into the same captured stderr.
+    own = [line for line in captured.err.splitlines() if line.startswith("profile_probe:")]
+    assert "over the 0.01 MB cap: not kept" in captured.err and len(own) == 1
     record = json.loads(out.read_text())
     assert record["kept"] is None and len(record["traces"][0]["sha256"]) == 64
     assert sorted(p.name for p in out.parent.iterdir()) == [out.name]  # nothing else, nothing half written

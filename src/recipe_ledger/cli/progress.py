@@ -73,6 +73,8 @@ def print_plan(plan: RunPlan, print_line: Callable[[str], object]) -> None:
             f"  launch sweep: each point relaunches {', '.join(swept)} with {' '.join(sweep.args)} "
             f"({{point}} = the point), the client at concurrency {sweep.concurrency}"
         )
+    for note in plan.notes:
+        echo(f"  note: {note}")
 
 
 class ProgressListener:

@@ -3,7 +3,7 @@
 ```
 engine = engines.get(arm.engine)          # InputError naming the known engines for an unknown one
 engine.served_model(command), engine.with_metrics(command), engine.reset_prefix_cache(url, 10)
-engines.names()                           # ("vllm", "sglang", "none", then plugins by name)
+engines.names()                           # ("vllm", "sglang", "transformers", "openai", "none", then plugins)
 ```
 
 Everywhere else an engine is a name (the experiment's ``engine:``, ``ArmPlan.engine``, the
@@ -20,6 +20,9 @@ Package map:
   sglang      SGLang: ``python -m sglang.launch_server`` from .venv-sglang, --enable-metrics,
               readiness by a real generate, sglang:* counters, its JIT compile caches
   sglang_api  SGLang's HTTP endpoints: /generate, /flush_cache (retried while draining), /server_info
+  transformers_serve  ``transformers serve MODEL``: .venv-tserve's CLI, the positional model, no /metrics
+  openai_server  any OpenAI-compatible server by its own command: /v1/models readiness plus one completion
+  openai_api  the OpenAI endpoints every such server shares: /v1/models, one chat (or legacy) completion
   none        the stand-in: studies and fake servers, read the vLLM way, recorded with no engine
 """
 
@@ -27,13 +30,19 @@ from __future__ import annotations
 
 import functools
 
-from recipe_ledger.engines import none, sglang, vllm
+from recipe_ledger.engines import none, openai_server, sglang, transformers_serve, vllm
 from recipe_ledger.engines.base import Engine
 from recipe_ledger.plugins import load_registry, pick
 
 ENTRY_POINT_GROUP = "recipe_ledger.engines"
 # In the order the experiment schema lists them (and its error messages name them).
-BUILT_IN: tuple[Engine, ...] = (vllm.ENGINE, sglang.ENGINE, none.ENGINE)
+BUILT_IN: tuple[Engine, ...] = (
+    vllm.ENGINE,
+    sglang.ENGINE,
+    transformers_serve.ENGINE,
+    openai_server.ENGINE,
+    none.ENGINE,
+)
 
 
 def get(name: str) -> Engine:

@@ -84,6 +84,11 @@ class Engine:
     # log-probabilities (the answer-agreement instrument needs them); None: it cannot, and an
     # instrument that needs them is refused before any launch, naming this engine.
     logprobs_option: str | None = None
+    # The server-counter metrics (``metrics.SERVER_COUNTER_METRICS``) this engine's /metrics can
+    # give. The plan names the ones it cannot, and refuses a bar on one of them, before any launch.
+    counter_metric_names: frozenset[str] = frozenset()
+    # Only when the server happens to expose them (a generic OpenAI server): the plan says "if".
+    counters_optional: bool = False
 
     # --- the launch command ---------------------------------------------------------------------
     def model_of(self, command: ServerCommand) -> str | None:

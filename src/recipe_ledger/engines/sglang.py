@@ -156,6 +156,8 @@ class SglangEngine(Engine):
         "adjust --mem-fraction-static (its log says which way), lower --context-length or --max-total-tokens"
     )
     logprobs_option = "logprobs"  # /v1/completions; no server-side cap on the top-k
+    # No counter of proposed draft tokens or of tokens per step (counter_metrics says why).
+    counter_metric_names = frozenset({"prefix_cache_hit_rate", "spec_accept_len"})
     # vllm bench serve reaches SGLang's OpenAI API on the same port; its vllm backend would not.
     foreign_clients = MappingProxyType(
         {"vllm_bench_serve": ForeignClient("openai", frozenset({"openai", "openai-chat"}))}

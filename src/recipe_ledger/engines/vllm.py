@@ -66,6 +66,28 @@ def check_autotune_cache(arm: str, env: Mapping[str, str], flagset: str) -> str 
     )
 
 
+def counter_metrics(before: Samples, after: Samples) -> dict[str, float]:
+    """vLLM's counters (``vllm:*``) into the normalized names: also what any server gives that
+    exposes vLLM's counter names."""
+    out: dict[str, float] = {}
+    hits = counter_delta(before, after, "vllm:prefix_cache_hits_total")
+    queries = counter_delta(before, after, "vllm:prefix_cache_queries_total")
+    if hits is not None and queries:
+        out["prefix_cache_hit_rate"] = hits / queries
+    drafts = counter_delta(before, after, "vllm:spec_decode_num_drafts_total")
+    draft_tokens = counter_delta(before, after, "vllm:spec_decode_num_draft_tokens_total")
+    accepted = counter_delta(before, after, "vllm:spec_decode_num_accepted_tokens_total")
+    if accepted is not None and drafts:
+        out["spec_accept_len"] = 1.0 + accepted / drafts  # tokens per step, the bonus token included
+    if accepted is not None and draft_tokens:
+        out["spec_accept_rate"] = accepted / draft_tokens
+    step_tokens = counter_delta(before, after, "vllm:iteration_tokens_total_sum")
+    steps = counter_delta(before, after, "vllm:iteration_tokens_total_count")
+    if step_tokens is not None and steps:
+        out["tokens_per_step"] = step_tokens / steps
+    return out
+
+
 DEFAULT_MAX_LOGPROBS = 20  # vllm 0.32's ModelConfig.max_logprobs
 
 
@@ -91,6 +113,9 @@ class VllmEngine(Engine):
         }
     )
     logprobs_option = "logprobs"
+    counter_metric_names = frozenset(
+        {"prefix_cache_hit_rate", "spec_accept_len", "spec_accept_rate", "tokens_per_step"}
+    )
 
     def model_of(self, command: ServerCommand) -> str | None:
         return command.word(2) if command.render()[:2] == [PROGRAM, "serve"] else None
@@ -122,23 +147,7 @@ class VllmEngine(Engine):
             return False
 
     def counter_metrics(self, before: Samples, after: Samples) -> dict[str, float]:
-        out: dict[str, float] = {}
-        hits = counter_delta(before, after, "vllm:prefix_cache_hits_total")
-        queries = counter_delta(before, after, "vllm:prefix_cache_queries_total")
-        if hits is not None and queries:
-            out["prefix_cache_hit_rate"] = hits / queries
-        drafts = counter_delta(before, after, "vllm:spec_decode_num_drafts_total")
-        draft_tokens = counter_delta(before, after, "vllm:spec_decode_num_draft_tokens_total")
-        accepted = counter_delta(before, after, "vllm:spec_decode_num_accepted_tokens_total")
-        if accepted is not None and drafts:
-            out["spec_accept_len"] = 1.0 + accepted / drafts  # tokens per step, the bonus token included
-        if accepted is not None and draft_tokens:
-            out["spec_accept_rate"] = accepted / draft_tokens
-        step_tokens = counter_delta(before, after, "vllm:iteration_tokens_total_sum")
-        steps = counter_delta(before, after, "vllm:iteration_tokens_total_count")
-        if step_tokens is not None and steps:
-            out["tokens_per_step"] = step_tokens / steps
-        return out
+        return counter_metrics(before, after)
 
     def boot_cache_notice(
         self, arm: str, env: Mapping[str, str], flagset: str, container_volumes: Mapping[str, str] | None

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from recipe_ledger import engines, instruments
+from recipe_ledger import engines, instruments, metrics
 from recipe_ledger.errors import InputError
 from recipe_ledger.experiment.spec import Bar, Experiment, Instrument, QualityBar
 
@@ -103,3 +103,51 @@ def check_one_client_per_bar(experiment: Experiment) -> None:
                     hint="one client for every arm: vllm_bench_serve with backend openai against "
                     "SGLang, or sglang_bench_serving with backend vllm against vLLM",
                 )
+
+
+# ------------------------------------------------------------------------------ server counters
+
+
+def counters_not_given(engine_name: str) -> tuple[str, ...]:
+    """The server-counter metrics an engine's /metrics cannot give, in the table's order."""
+    given = engines.get(engine_name).counter_metric_names
+    return tuple(name for name in metrics.SERVER_COUNTER_METRICS if name not in given)
+
+
+def counter_notes(experiment: Experiment) -> list[str]:
+    """One plan line per engine of the experiment whose /metrics cannot give every server counter
+    (or gives them only when the server happens to expose vLLM's names): what stays unmeasured is
+    said before the run, not left as an empty column after it."""
+    notes = []
+    for name in sorted(experiment.engines):
+        engine = engines.get(name)
+        missing = counters_not_given(name)
+        arms = [arm for arm in experiment.arm_names if experiment.engine_of(arm) == name]
+        if engine.counters_optional:
+            notes.append(
+                f"engine {name} (arms {', '.join(arms)}): /metrics is read if the server has one; "
+                f"{', '.join(sorted(engine.counter_metric_names))} only when it exposes vLLM's counter names"
+            )
+        elif missing:
+            notes.append(
+                f"engine {name} (arms {', '.join(arms)}) has no /metrics counters for "
+                f"{', '.join(missing)}: those metrics are not measured on its arms"
+            )
+    return notes
+
+
+def check_bars_have_counters(experiment: Experiment) -> None:
+    """Refuse (InputError, exit 2) a bar on a server-counter metric that an arm's engine cannot
+    give at all: the bar could never be decided."""
+    for bar in experiment.bars:
+        for arm in experiment.arm_names:
+            engine = experiment.engine_of(arm)
+            if engines.get(engine).stand_in or bar.metric not in counters_not_given(engine):
+                continue
+            raise InputError(
+                f"bar {bar_label(bar)}: {bar.metric} comes from the server's /metrics counters, which "
+                f"arm {arm!r} ({engine}) does not have",
+                where=f"bar {bar_label(bar)}",
+                hint="bar on a client metric (output_tps_total, ttft_ms_p50...) or serve that arm "
+                "with an engine that counts it (vllm)",
+            )

@@ -20,7 +20,8 @@ from recipe_ledger.redact import redact_text
 
 BootCause = Literal[
     "out_of_memory",
-    "timeout",
+    "timeout",  # the health URL answered (a 503 while loading) but never 200 in time
+    "no_answer",  # nothing ever answered the health URL in time: the server never came up
     "crash",
     "rejected_flag",
     "port_in_use",
@@ -49,10 +50,12 @@ _OOM_PATTERNS = (
     r"OutOfMemoryError",  # torch.OutOfMemoryError, torch.cuda.OutOfMemoryError
     r"Cannot allocate memory",  # ENOMEM from pinning / mmap of host offload
 )
-# argparse's own words: vLLM, SGLang's launch_server (and most Python servers) reject flags through it.
+# argparse's own words: vLLM, SGLang's launch_server (and most Python servers) reject flags through
+# it; click's and typer's (transformers serve): "No such option: --x", "Invalid value for '--x'".
 _REJECTED_FLAG = re.compile(
     r"error: unrecognized arguments|invalid choice:|error: argument --"
     r"|error: the following arguments are required"
+    r"|No such option: -|Invalid value for '-|Got unexpected extra argument"
 )
 # uvicorn's bind error (vLLM and SGLang both serve through it), docker's, and ZeroMQ's: SGLang's
 # processes talk over TCP ports of their own, and a leftover server holding them fails the same way.
@@ -65,7 +68,7 @@ def _oom(engine_patterns: tuple[str, ...]) -> re.Pattern[str]:
 
 
 def classify_boot_failure(
-    log_text: str, exit_code: int | None, timed_out: bool, engine: ServedEngine
+    log_text: str, exit_code: int | None, timed_out: bool, engine: ServedEngine, *, answered: bool = True
 ) -> BootCause:
     """The cause of a failed boot from the server's log (read with its engine's words too), its
     exit status and whether time ran out.
@@ -81,7 +84,7 @@ def classify_boot_failure(
     if _PORT_IN_USE.search(log_text):
         return "port_in_use"
     if timed_out:
-        return "timeout"
+        return "timeout" if answered else "no_answer"
     return "crash"
 
 
@@ -140,5 +143,7 @@ def hint_for(cause: BootCause, log_path: Path, port: int, engine: ServedEngine) 
         "port_in_use": f"ss -ltnp 'sport = :{port}'",
         "impostor": f"ss -ltnp 'sport = :{port}'  # stop what holds the port, then run again",
         "timeout": f"tail -n 80 {log_path}  # or raise health_timeout_s if the boot was still progressing",
+        "no_answer": f"tail -n 80 {log_path}  # nothing answered on port {port}: a wrong --port, a"
+        " server that serves no health path, or one still loading (raise health_timeout_s)",
         "crash": f"tail -n 200 {log_path}",
     }.get(cause, f"tail -n 80 {log_path}")

@@ -23,6 +23,9 @@ class HealthOutcome:
     exit_code: int | None  # set when the server exited before it became healthy
     timed_out: bool
     waited_s: float
+    # The health URL itself answered (a 503 while loading; not a 404, which says the server has no
+    # such path): a timeout without it is a server that never came up, not one that hung after.
+    answered: bool = False
 
 
 def request_status(url: str, *, method: str = "GET", timeout_s: float = _MAX_REQUEST_S) -> int | None:
@@ -64,14 +67,17 @@ def wait_until_healthy(
     started = time.monotonic()
     deadline = started + timeout_s
     delay = _FIRST_DELAY_S
+    answered = False
     while True:
         exit_code = exit_code_of_server()
         if exit_code is not None:
-            return HealthOutcome(False, exit_code, False, time.monotonic() - started)
+            return HealthOutcome(False, exit_code, False, time.monotonic() - started, answered)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return HealthOutcome(False, None, True, time.monotonic() - started)
-        if request_status(url, timeout_s=min(_MAX_REQUEST_S, max(remaining, 0.05))) == 200:
-            return HealthOutcome(True, None, False, time.monotonic() - started)
+            return HealthOutcome(False, None, True, time.monotonic() - started, answered)
+        status = request_status(url, timeout_s=min(_MAX_REQUEST_S, max(remaining, 0.05)))
+        answered = answered or status not in (None, 404)  # 404: it serves no such path
+        if status == 200:
+            return HealthOutcome(True, None, False, time.monotonic() - started, True)
         time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
         delay = min(delay * 2, _MAX_DELAY_S)

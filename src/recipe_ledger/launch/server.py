@@ -131,7 +131,9 @@ class RunningServer(ABC):
         # Stop first so the log is complete (a container's log stream, a process's last lines).
         self.stop_quietly()
         text = self.log_text()
-        cause = classify_boot_failure(text, outcome.exit_code, outcome.timed_out, self.spec.engine)
+        cause = classify_boot_failure(
+            text, outcome.exit_code, outcome.timed_out, self.spec.engine, answered=outcome.answered
+        )
         if outcome.timed_out:
             what = f"no 200 from {self.health_url} within {self.spec.health_timeout_s:g} s"
         else:

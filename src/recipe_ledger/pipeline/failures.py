@@ -79,7 +79,8 @@ def cause_class_of(error: BaseException) -> str:
     if isinstance(error, BootFailure):
         return {
             "out_of_memory": "oom",
-            "timeout": "hang",
+            "timeout": "hang",  # it answered, never ready
+            "no_answer": "no-boot",  # nothing ever answered its health URL
             "crash": "no-boot",
             "rejected_flag": "config",
             "port_in_use": "config",

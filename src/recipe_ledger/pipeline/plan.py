@@ -18,7 +18,7 @@ from recipe_ledger.engines.sglang import find_sglang_python
 from recipe_ledger.engines.vllm import find_vllm_bin
 from recipe_ledger.errors import InputError
 from recipe_ledger.experiment import entry_size
-from recipe_ledger.experiment.engines import check_one_client_per_bar
+from recipe_ledger.experiment.engines import check_bars_have_counters, check_one_client_per_bar, counter_notes
 from recipe_ledger.experiment.spec import CommandArm, Experiment, Overrides, RecipeArm, ReleaseArm, StudyArm
 from recipe_ledger.instruments import aiperf_replay
 from recipe_ledger.recipes.boxes import Box, load_box
@@ -226,6 +226,7 @@ def plan_run(
     release_lookup: ReleaseLookup | None = None,
 ) -> RunPlan:
     check_one_client_per_bar(experiment)  # before anything else: a refusal costs no machine time
+    check_bars_have_counters(experiment)
     # Names become file names (runs/<experiment>-<stamp>/server-<arm>-r1.log): refused here, before
     # any launch, and again by paths.contained wherever a file is made.
     paths.check_name(experiment.name, "experiment name", str(spec_path))
@@ -266,6 +267,7 @@ def plan_run(
         abba_schedule(experiment.arm_names, experiment.repeats),
         str(spec_path),
         engine_bin,
+        notes=counter_notes(experiment),
         sglang_python=sglang_python,
         aiperf_bin=aiperf_replay.find_aiperf(repo),
     )
