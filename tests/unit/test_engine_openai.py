@@ -121,10 +121,18 @@ def test_a_bar_on_a_counter_the_engine_cannot_give_is_refused(tmp_path):
     check_bars_have_counters(spec(tmp_path, "openai", bars=[bar]))  # conditional: allowed
 
 
-def test_vllm_bench_serve_reaches_transformers_serve_only_by_chat(tmp_path):
-    legacy = {"name": "bench", "kind": "vllm_bench_serve", "options": {"backend": "openai"}}
+def test_vllm_bench_serve_reaches_transformers_serve_by_its_openai_backends_only(tmp_path):
+    # transformers serve 5.17 has /v1/completions too (cli/serving/server.py): "openai" fits.
+    check_one_client_per_bar(
+        spec(
+            tmp_path,
+            "transformers",
+            instrument={"name": "bench", "kind": "vllm_bench_serve", "options": {"backend": "openai"}},
+        )
+    )
+    native = {"name": "bench", "kind": "vllm_bench_serve", "options": {"backend": "vllm"}}
     with pytest.raises(InputError, match="cannot talk to transformers"):
-        check_one_client_per_bar(spec(tmp_path, "transformers", instrument=legacy))
+        check_one_client_per_bar(spec(tmp_path, "transformers", instrument=native))
 
 
 @pytest.mark.parametrize(
@@ -142,3 +150,36 @@ def test_vllm_bench_serve_reaches_transformers_serve_only_by_chat(tmp_path):
 def test_what_counts_as_a_completion(status, body, problem):
     found = openai_api._choice_problem(status, body)
     assert (found is None) if problem is None else (problem in (found or ""))
+
+
+# Every counter each engine reads, grown over a point: what comes out must be exactly what the
+# engine claims to give (the plan's notes and bar refusals trust ``counter_metric_names``).
+VLLM_COUNTERS = {
+    "vllm:prefix_cache_hits_total": 30.0,
+    "vllm:prefix_cache_queries_total": 60.0,
+    "vllm:spec_decode_num_drafts_total": 10.0,
+    "vllm:spec_decode_num_draft_tokens_total": 30.0,
+    "vllm:spec_decode_num_accepted_tokens_total": 15.0,
+    "vllm:iteration_tokens_total_sum": 400.0,
+    "vllm:iteration_tokens_total_count": 20.0,
+}
+SGLANG_COUNTERS = {
+    "sglang:cached_tokens_total": 30.0,
+    "sglang:prompt_tokens_total": 60.0,
+    "sglang:generation_tokens_total": 50.0,
+    "sglang:spec_verify_calls_total": 20.0,
+}
+
+
+@pytest.mark.parametrize(
+    ("engine", "after"),
+    [
+        ("vllm", VLLM_COUNTERS),
+        ("sglang", SGLANG_COUNTERS),
+        ("openai", VLLM_COUNTERS),
+        ("transformers", VLLM_COUNTERS),
+    ],
+)
+def test_an_engine_gives_exactly_the_counter_metrics_it_claims(engine, after):
+    given = engines.get(engine).counter_metrics({}, after)
+    assert set(given) == engines.get(engine).counter_metric_names

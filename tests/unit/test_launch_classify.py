@@ -314,3 +314,19 @@ def test_an_unreachable_daemon_is_docker_unavailable_with_the_next_command(monke
         connect()
     assert caught.value.cause == "docker_unavailable"
     assert "dockerd" in str(caught.value) and "docker info" in str(caught.value)
+
+
+# transformers serve 5.17 (typer over click 8.2+), printed by `transformers serve /x --no-such-flag`
+# and `transformers serve /x --port notanumber` in .venv-tserve.
+CLICK_NO_SUCH_OPTION = """\
+Usage: transformers serve [OPTIONS] [FORCE_MODEL]
+Try 'transformers serve --help' for help.
+
+Error: No such option '--no-such-flag'.
+"""
+CLICK_BAD_VALUE = "Error: Invalid value for '--port': 'notanumber' is not a valid integer.\n"
+
+
+@pytest.mark.parametrize("log", [CLICK_NO_SUCH_OPTION, CLICK_BAD_VALUE, "Error: No such option: --x\n"])
+def test_clicks_rejected_flags_are_rejected_flags(log: str) -> None:
+    assert classify_boot_failure(log, 2, False, VLLM) == "rejected_flag"

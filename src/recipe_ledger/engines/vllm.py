@@ -27,6 +27,7 @@ from recipe_ledger.engines.base import (
     counter_delta,
 )
 from recipe_ledger.launch.health import request_status
+from recipe_ledger.metrics import SERVER_COUNTER_METRICS
 
 log = logging.getLogger(__name__)
 
@@ -113,9 +114,7 @@ class VllmEngine(Engine):
         }
     )
     logprobs_option = "logprobs"
-    counter_metric_names = frozenset(
-        {"prefix_cache_hit_rate", "spec_accept_len", "spec_accept_rate", "tokens_per_step"}
-    )
+    counter_metric_names = frozenset(SERVER_COUNTER_METRICS)  # counter_metrics gives every one
 
     def model_of(self, command: ServerCommand) -> str | None:
         return command.word(2) if command.render()[:2] == [PROGRAM, "serve"] else None

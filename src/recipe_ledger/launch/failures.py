@@ -51,11 +51,12 @@ _OOM_PATTERNS = (
     r"Cannot allocate memory",  # ENOMEM from pinning / mmap of host offload
 )
 # argparse's own words: vLLM, SGLang's launch_server (and most Python servers) reject flags through
-# it; click's and typer's (transformers serve): "No such option: --x", "Invalid value for '--x'".
+# it; click's (typer's: transformers serve): "No such option '--x'." (click 8.2+; "No such option:
+# --x" before), "Invalid value for '--port': ...", "Got unexpected extra argument (x)".
 _REJECTED_FLAG = re.compile(
     r"error: unrecognized arguments|invalid choice:|error: argument --"
     r"|error: the following arguments are required"
-    r"|No such option: -|Invalid value for '-|Got unexpected extra argument"
+    r"|No such option:? '?-|Invalid value for '-|Got unexpected extra arguments? \("
 )
 # uvicorn's bind error (vLLM and SGLang both serve through it), docker's, and ZeroMQ's: SGLang's
 # processes talk over TCP ports of their own, and a leftover server holding them fails the same way.

@@ -41,12 +41,22 @@ def request_status(url: str, *, method: str = "GET", timeout_s: float = _MAX_REQ
         return None
 
 
+def get_text(url: str, *, timeout_s: float) -> tuple[int | None, str]:
+    """GET ``url``: the HTTP status (None when nothing answered) and the body, or what went wrong
+    on the way, as text."""
+    return _exchange(urllib.request.Request(url), timeout_s)
+
+
 def post_json(url: str, payload: object, *, timeout_s: float) -> tuple[int | None, str]:
     """POST ``payload`` as JSON: the HTTP status (None when nothing answered) and the body, or
     what went wrong on the way, as text."""
     request = urllib.request.Request(
         url, method="POST", data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}
     )
+    return _exchange(request, timeout_s)
+
+
+def _exchange(request: urllib.request.Request, timeout_s: float) -> tuple[int | None, str]:
     try:
         with _OPENER.open(request, timeout=timeout_s) as response:
             return response.status, response.read().decode("utf-8", errors="replace")
