@@ -37,6 +37,9 @@ Package map:
                   files (the shipped ``evals/tasks``, or a user's folder): a quality instrument, its
                   items a task's documents; lm_eval_tasks reads and checks task folders (one owner of
                   that format) before any launch
+  openai_bench    the tool's own streamed OpenAI client (kind ``openai_bench``; its process is
+                  openai_bench_client, standard library only): only the schema's fields, for strict
+                  servers (``transformers serve``) and boxes without vLLM's or SGLang's client
   server_metrics  the server's Prometheus counters before and after a point, as differences, read
                   into the same names by the arm's engine (``recipe_ledger.engines``)
 """
@@ -51,6 +54,7 @@ from recipe_ledger.instruments import (
     aiperf_replay,
     command,
     lm_eval,
+    openai_bench,
     probes,
     sglang_bench,
     tail,
@@ -69,6 +73,7 @@ BUILT_IN: tuple[InstrumentKind, ...] = (
     probes.INSTRUMENT,
     agreement.INSTRUMENT,
     lm_eval.INSTRUMENT,
+    openai_bench.INSTRUMENT,
 )
 
 
