@@ -36,6 +36,9 @@ SERVE_VLLM = REPO / ".venv-serve" / "bin" / "vllm"
 SGLANG_PYTHON = REPO / ".venv-sglang" / "bin" / "python"  # scripts/setup_sglang_venv.sh builds it
 AIPERF = REPO / ".venv-aiperf" / "bin" / "aiperf"  # scripts/setup_aiperf_venv.sh builds it
 LM_EVAL = REPO / ".venv-eval" / "bin" / "lm_eval"  # scripts/setup_eval_venv.sh builds it
+# transformers serve's CLI (scripts/setup_tserve_venv.sh builds the venv); $RECIPE_LEDGER_TRANSFORMERS
+# overrides it, as it does for the engine (engines.transformers_serve.find_transformers_bin).
+TSERVE = Path(os.environ.get("RECIPE_LEDGER_TRANSFORMERS") or REPO / ".venv-tserve" / "bin" / "transformers")
 TINY_MODEL = REPO / ".cache" / "tiny-model"
 TINY_MOE = REPO / ".cache" / "tiny-moe"  # scripts/make_tiny_moe.py (./dev serve-setup)
 COMPAT = REPO.parent / "shared" / "compat"
@@ -116,6 +119,33 @@ def sglang() -> str | None:
     if imported.returncode != 0:
         last_line = (imported.stderr.strip().splitlines() or ["no output"])[-1]
         return f"{SGLANG_PYTHON} cannot import sglang ({last_line}): scripts/setup_sglang_venv.sh rebuilds it"
+    if not (TINY_MODEL / "model.safetensors").is_file():
+        return f"no tiny model in {TINY_MODEL}: ./dev serve-setup"
+    return None
+
+
+@functools.cache
+def tserve() -> str | None:
+    """transformers serve's venv can load a model: its CLI, the serving app and ``accelerate``
+    (``from_pretrained(device_map=...)`` needs it, so a venv without it crashes every boot), and
+    the tiny model it serves."""
+    if not TSERVE.is_file():
+        return f"no transformers serve venv ({TSERVE} is missing): ./dev serve-setup"
+    python = TSERVE.parent / "python"
+    try:
+        imported = subprocess.run(
+            [str(python), "-c", "import accelerate, transformers.cli.serving.server"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"{python} cannot import transformers' server ({error}): ./dev serve-setup"
+    if imported.returncode != 0:
+        last_line = (imported.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"{python} cannot import accelerate or transformers' server ({last_line}): ./dev serve-setup"
     if not (TINY_MODEL / "model.safetensors").is_file():
         return f"no tiny model in {TINY_MODEL}: ./dev serve-setup"
     return None
@@ -239,6 +269,7 @@ PROBES: dict[str, Probe] = {
     "registry": registry,
     "vllm": vllm,
     "sglang": sglang,
+    "tserve": tserve,
     "aiperf": aiperf,
     "lm_eval": lm_eval,
     "cpu-lane": cpu_lane,

@@ -5,10 +5,11 @@ counters they cannot give."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
-from recipe_ledger import engines
+from recipe_ledger import engines, instruments
 from recipe_ledger.engines import openai_api, transformers_serve
 from recipe_ledger.errors import InputError
 from recipe_ledger.experiment.engines import (
@@ -121,15 +122,28 @@ def test_a_bar_on_a_counter_the_engine_cannot_give_is_refused(tmp_path):
     check_bars_have_counters(spec(tmp_path, "openai", bars=[bar]))  # conditional: allowed
 
 
-def test_vllm_bench_serve_reaches_transformers_serve_by_its_openai_backends_only(tmp_path):
-    # transformers serve 5.17 has /v1/completions too (cli/serving/server.py): "openai" fits.
-    check_one_client_per_bar(
-        spec(
-            tmp_path,
-            "transformers",
-            instrument={"name": "bench", "kind": "vllm_bench_serve", "options": {"backend": "openai"}},
-        )
-    )
+@pytest.mark.parametrize(
+    ("kind", "options", "fields"),
+    [
+        ("vllm_bench_serve", {"backend": "openai"}, "repetition_penalty and ignore_eos"),
+        ("vllm_bench_serve", {"backend": "openai-chat", "endpoint": "/v1/chat/completions"}, "ignore_eos"),
+        ("tail", {}, "repetition_penalty and ignore_eos"),
+        ("sglang_bench_serving", {"backend": "sglang-oai"}, "ignore_eos"),
+    ],
+)
+def test_clients_that_add_fields_to_the_schema_cannot_measure_transformers_serve(kind, options, fields):
+    # transformers serve 5.17 answers 422 "Unexpected fields in the request" to any field outside
+    # OpenAI's schema (cli/serving/utils.py, _validate_request); seen for vllm bench serve here.
+    instrument = instruments.get(kind)
+    spec = SimpleNamespace(name="bench", kind=kind, options=options, command=None)
+    served = command("transformers", "serve", "m")
+    with pytest.raises(InputError, match=f"refuses request fields outside OpenAI's schema.*sends {fields}"):
+        instrument.check_arm(spec, "transformers", "transformers", served)
+    instruments.get("openai_bench").check_arm(spec, "transformers", "transformers", served)  # schema only
+    instrument.check_arm(spec, "openai", "openai", served)  # a lenient OpenAI server: not refused
+
+
+def test_a_native_vllm_backend_cannot_talk_to_transformers_serve(tmp_path):
     native = {"name": "bench", "kind": "vllm_bench_serve", "options": {"backend": "vllm"}}
     with pytest.raises(InputError, match="cannot talk to transformers"):
         check_one_client_per_bar(spec(tmp_path, "transformers", instrument=native))

@@ -130,6 +130,7 @@ def test_the_spec_s_kinds_are_the_registry_s_in_the_order_the_schema_lists_them(
         "probes",
         "agreement",
         "lm_eval",
+        "openai_bench",
     )
     assert instruments.kinds() == kinds
     schema = experiment_json_schema()["$defs"]["Instrument"]["properties"]["kind"]

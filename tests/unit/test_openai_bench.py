@@ -130,6 +130,15 @@ def test_a_chunk_per_token_when_the_server_sends_no_usage() -> None:
     assert openai_bench.summarize(raw)["output_tps_total"] == pytest.approx(2.0)
 
 
+def test_a_request_whose_tokens_came_only_in_its_usage_is_completed_without_latencies() -> None:
+    # Seen on the tiny model: 8 tokens of byte fragments the streamer held back, then the usage chunk.
+    quiet = {"start": 0.0, "chunk_times": [], "end": 1.0, "usage": {"completion_tokens": 8}}
+    loud = {"start": 0.0, "chunk_times": [0.5, 1.0], "end": 1.0, "usage": {"completion_tokens": 2}}
+    m = openai_bench.summarize({"num_prompts": 2, "requests": [quiet, loud]})
+    assert m["completed"] == 2 and m["failed"] == 0 and m["output_tps_total"] == pytest.approx(10.0)
+    assert m["ttft_ms_p50"] == pytest.approx(500.0)  # the loud one's alone
+
+
 def test_percentile_is_linear_between_order_statistics() -> None:
     assert openai_bench.percentile([4.0, 1.0, 3.0, 2.0], 50) == 2.5
     assert openai_bench.percentile([1.0, 2.0, 3.0, 4.0, 5.0], 90) == pytest.approx(4.6)

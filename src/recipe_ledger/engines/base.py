@@ -84,6 +84,11 @@ class Engine:
     # log-probabilities (the answer-agreement instrument needs them); None: it cannot, and an
     # instrument that needs them is refused before any launch, naming this engine.
     logprobs_option: str | None = None
+    # Its OpenAI endpoints answer 422 to any request field outside OpenAI's schema (vLLM and SGLang
+    # ignore the ones they do not know): a client that adds its own engine's fields to every request
+    # (vLLM's ``repetition_penalty``, ``ignore_eos``) measures nothing there, and its kind's
+    # ``check_arm`` refuses such an arm before any launch.
+    openai_schema_only: bool = False
     # The server-counter metrics (``metrics.SERVER_COUNTER_METRICS``) this engine's /metrics can
     # give. The plan names the ones it cannot, and refuses a bar on one of them, before any launch.
     counter_metric_names: frozenset[str] = frozenset()

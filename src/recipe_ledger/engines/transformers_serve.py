@@ -8,7 +8,9 @@ the program comes from its own venv (``.venv-tserve``: transformers 5.17, the ve
 GPU box, with its serving extras; ``./dev serve-setup``) or ``$RECIPE_LEDGER_TRANSFORMERS``, and
 it has no /metrics: the plan names every server counter it cannot give. Its CLI is typer's (click's
 words for a rejected flag: ``launch.failures`` knows them). It serves /v1/chat/completions and
-/v1/completions (and /v1/responses), so clients reach it as any OpenAI server.
+/v1/completions (and /v1/responses), but refuses (422) any request field outside OpenAI's schema
+(``openai_schema_only``): a client that adds its engine's own fields, as vllm bench serve does,
+cannot measure it, and its kind refuses the arm before any launch.
 """
 
 from __future__ import annotations
@@ -58,6 +60,10 @@ class TransformersServeEngine(OpenAIServerEngine):
     # 5.17's server (transformers/cli/serving/server.py) has no /metrics route.
     counter_metric_names = frozenset()
     counters_optional = False
+    # Its handlers check every request's keys against OpenAI's params (``_validate_request``):
+    # "Unexpected fields in the request" (422) for vLLM's ``repetition_penalty`` and ``ignore_eos``,
+    # which vllm bench serve 0.32 sends on every random-dataset request (seen here on the tiny model).
+    openai_schema_only = True
 
     def model_of(self, command: ServerCommand) -> str | None:
         position = model_position(command)

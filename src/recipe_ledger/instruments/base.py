@@ -22,6 +22,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from recipe_ledger import engines
 from recipe_ledger.engines.base import ServerCommand
 from recipe_ledger.errors import InputError, LedgerError
 from recipe_ledger.launch.guard import Guard, new_tag
@@ -187,6 +188,22 @@ class InstrumentKind:
         """Why a measured point is not the intended workload, read from the server's own counters
         over the point (``server_side``), or None: a refused point is recorded, never decided on."""
         return None
+
+
+def refuse_schema_only_engine(
+    spec: InstrumentSpec, arm: str, engine_name: str, client: str, fields: Sequence[str]
+) -> None:
+    """Refuse (InputError) an arm whose server answers 422 to request fields outside OpenAI's
+    schema (``Engine.openai_schema_only``) when this client adds ``fields`` to every request: each
+    request would fail, after the other arms' launches were spent."""
+    if engines.get(engine_name).openai_schema_only:
+        raise InputError(
+            f"instrument {spec.name!r} ({client}) cannot measure arm {arm!r}: engine {engine_name!r} "
+            f"refuses request fields outside OpenAI's schema (422), and {client} sends "
+            f"{' and '.join(fields)} with every request",
+            where=f"arm {arm!r}",
+            hint="measure every arm with a client that sends only the schema's fields (kind openai_bench)",
+        )
 
 
 OptionsT = TypeVar("OptionsT", bound=BaseModel)

@@ -15,7 +15,8 @@ from its raw per-request file by ``summarize``, which is pure:
   ``itl_ms_*``: the gaps between text chunks; ``tpot_ms_*``: per request, the time after the first
   token over the tokens after it; ``decode_tps_per_stream`` = 1000 / ``tpot_ms_p50``;
 - ``completed``, ``failed``; tokens are the server's ``usage`` counts (a chunk per token where a
-  server sends no usage).
+  server sends no usage). A request that answered 200 with tokens in its usage but streamed no text
+  (a few byte fragments a streamer held back) is completed: its tokens count, its latencies do not.
 
 Percentiles are linear between order statistics (numpy's default). What differs from
 ``vllm bench serve``: no ``ignore_eos`` (outside the schema), so a request may stop early and its
@@ -129,7 +130,10 @@ def _latency_stats(name: str, values_ms: Sequence[float]) -> dict[str, float]:
 def summarize(raw: Mapping[str, Any]) -> dict[str, float]:
     """The client's raw file -> normalized metrics (names and units: recipe_ledger.metrics)."""
     records = [r for r in raw.get("requests") or () if isinstance(r, Mapping)]
-    done = [r for r in records if "error" not in r and r.get("chunk_times")]
+    # A request is done when it answered without error and generated tokens: streamed text, or a
+    # usage count alone (a short answer of byte fragments the server's streamer held back).
+    done = [r for r in records if "error" not in r and output_tokens(r) > 0]
+    streamed = [r for r in done if r.get("chunk_times")]
     metrics: dict[str, float] = {
         "completed": float(len(done)),
         "failed": float(int(raw.get("num_prompts", len(records))) - len(done)),
@@ -141,14 +145,14 @@ def summarize(raw: Mapping[str, Any]) -> dict[str, float]:
     prompt_tokens = sum(_usage_tokens(r, "prompt_tokens") or 0 for r in done)
     metrics.update(duration_s=duration, request_rps=len(done) / duration)
     metrics.update(output_tps_total=out_tokens / duration, total_tps=(out_tokens + prompt_tokens) / duration)
-    ttft = [1000.0 * (r["chunk_times"][0] - r["start"]) for r in done]
+    ttft = [1000.0 * (r["chunk_times"][0] - r["start"]) for r in streamed]
     e2el = [1000.0 * (r["end"] - r["start"]) for r in done]
     itl = [
         1000.0 * (b - a) for r in done for a, b in zip(r["chunk_times"], r["chunk_times"][1:], strict=False)
     ]
     tpot = [
         1000.0 * (r["chunk_times"][-1] - r["chunk_times"][0]) / (output_tokens(r) - 1)
-        for r in done
+        for r in streamed
         if output_tokens(r) > 1
     ]
     for name, values in (("ttft", ttft), ("e2el", e2el), ("itl", itl), ("tpot", tpot)):

@@ -26,13 +26,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from recipe_ledger.engines.base import ServerCommand
 from recipe_ledger.instruments.base import (
     InstrumentError,
     InstrumentKind,
+    InstrumentSpec,
     MeasureContext,
     Measurement,
     PointRun,
     option_flags,
+    refuse_schema_only_engine,
     run_client,
     sha256_file,
     sha256_json,
@@ -57,6 +60,9 @@ _KEY_MAP = {
 }
 # normalized latency name -> bench_serving's ("e2el" is SGLang's "e2e_latency").
 _LATENCIES = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e_latency"}
+# What every OpenAI backend of bench_serving adds to OpenAI's schema: ``ignore_eos`` (True unless
+# --disable-ignore-eos, and then False, never absent: benchmark/serving.py).
+NON_SCHEMA_FIELDS = ("ignore_eos",)
 _STATS = (("median", "p50"), ("mean", "mean"), ("p90", "p90"), ("p99", "p99"))
 
 # The same workload as vllm_bench's defaults, so that a default spec measures the same thing with
@@ -235,6 +241,9 @@ class SglangBenchServing(InstrumentKind):
     kind = NAME
     client = MODULE
     summary = "the same sweep through SGLang's client"
+
+    def check_arm(self, spec: InstrumentSpec, arm: str, engine: str, command: ServerCommand) -> None:
+        refuse_schema_only_engine(spec, arm, engine, self.client, NON_SCHEMA_FIELDS)
 
     def measure(self, run: PointRun) -> Measurement:
         # The client runs from SGLang's venv, the one its servers run from (plan.find_sglang_python).

@@ -21,8 +21,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from recipe_ledger.engines.base import ServerCommand
 from recipe_ledger.instruments import base, vllm_bench
-from recipe_ledger.instruments.base import InstrumentKind, MeasureContext, Measurement, PointRun
+from recipe_ledger.instruments.base import (
+    InstrumentKind,
+    InstrumentSpec,
+    MeasureContext,
+    Measurement,
+    PointRun,
+)
 
 NAME = "tail"
 OPTIONS_HINT = "docs/instruments.md lists the tail test's options"
@@ -130,6 +137,9 @@ class Tail(InstrumentKind):
     options_model = TailOptions
     options_hint = OPTIONS_HINT
     extra_summary_metrics = ("ttft_ms_p90", "ttft_ms_p99", "e2el_ms_p99", "prefill_tps")
+
+    def check_arm(self, spec: InstrumentSpec, arm: str, engine: str, command: ServerCommand) -> None:
+        base.refuse_schema_only_engine(spec, arm, engine, self.client, vllm_bench.NON_SCHEMA_FIELDS)
 
     def measure(self, run: PointRun) -> Measurement:
         return measure(run.clients.vllm_bin, run.spec.options, run.ctx, env=run.client_env)

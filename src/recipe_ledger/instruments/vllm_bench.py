@@ -15,13 +15,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from recipe_ledger.engines.base import ServerCommand
 from recipe_ledger.instruments.base import (
     InstrumentError,
     InstrumentKind,
+    InstrumentSpec,
     MeasureContext,
     Measurement,
     PointRun,
     option_flags,
+    refuse_schema_only_engine,
     run_client,
     sha256_file,
     venv_distribution_version,
@@ -39,6 +42,19 @@ _KEY_MAP = {
     "duration": "duration_s",
 }
 _LATENCIES = ("ttft", "tpot", "itl", "e2el")
+# What vllm bench serve (0.32) adds to OpenAI's schema in its requests, whatever the options say:
+# its completions backends always send ``repetition_penalty``, and every OpenAI backend sets
+# ``ignore_eos`` on the random datasets (benchmarks/serve.py). A server that refuses fields
+# outside the schema (``Engine.openai_schema_only``) answers all of them 422.
+NON_SCHEMA_FIELDS = ("repetition_penalty", "ignore_eos")
+CHAT_BACKENDS = frozenset({"openai-chat"})
+
+
+def non_schema_fields(options: dict[str, Any]) -> tuple[str, ...]:
+    """The fields outside OpenAI's schema this client's requests carry with these options."""
+    backend = str({**DEFAULT_OPTIONS, **options}["backend"])
+    return ("ignore_eos",) if backend in CHAT_BACKENDS else NON_SCHEMA_FIELDS
+
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     "backend": "openai",
@@ -165,6 +181,9 @@ class VllmBenchServe(InstrumentKind):
     kind = NAME
     client = "vllm bench serve"
     summary = "a tight serving sweep through vLLM's client, one run per point"
+
+    def check_arm(self, spec: InstrumentSpec, arm: str, engine: str, command: ServerCommand) -> None:
+        refuse_schema_only_engine(spec, arm, engine, self.client, non_schema_fields(spec.options))
 
     def measure(self, run: PointRun) -> Measurement:
         # The OpenAI completions client measures an SGLang server as it is: no option changes.
