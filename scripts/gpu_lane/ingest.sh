@@ -40,4 +40,4 @@ if [[ -f $from/runs.tgz ]]; then
     echo "run $id -> runs/$id and $evidence/$id"
   done
 fi
-git status --short ledger "$evidence"
+git status --short ledger "$evidence" 2>/dev/null || true
