@@ -358,6 +358,25 @@ _TABLE: list[Metric] = [
         "output_throughput",
         "output_throughput",
     ),
+    Metric(
+        "output_tps_per_gpu",
+        "tok/s/GPU",
+        "higher",
+        "output throughput per GPU",
+        2,
+        "output_tps_total over the GPUs the arm's command occupies (tensor x data x pipeline "
+        "parallel sizes, Engine.gpus_used): InferenceX's tput_per_gpu",
+        {engine: "the runner: output_tps_total / Engine.gpus_used(argv)" for engine in ("vllm", "sglang")},
+    ),
+    Metric(
+        "total_tps_per_gpu",
+        "tok/s/GPU",
+        "higher",
+        "total throughput per GPU",
+        2,
+        "total_tps over the GPUs the arm's command occupies (Engine.gpus_used)",
+        {engine: "the runner: total_tps / Engine.gpus_used(argv)" for engine in ("vllm", "sglang")},
+    ),
     _bench(
         "total_tps",
         "tok/s",
@@ -584,3 +603,11 @@ def parse_summary_key(key: str) -> tuple[str, int, str] | None:
     """``(arm, point, metric)`` of a ``<arm>.c<point>.<metric>`` name, or None for other names."""
     match = _SUMMARY_KEY.match(key)
     return (match["arm"], int(match["point"]), match["metric"]) if match else None
+
+
+PER_GPU = MappingProxyType({"output_tps_total": "output_tps_per_gpu", "total_tps": "total_tps_per_gpu"})
+
+
+def per_gpu(values: Mapping[str, float], gpus: int) -> dict[str, float]:
+    """The per-GPU throughputs of a measurement that reports throughput, for ``gpus`` GPUs."""
+    return {PER_GPU[name]: values[name] / gpus for name in PER_GPU if name in values and gpus > 0}

@@ -317,7 +317,7 @@ def test_a_top_k_above_vllm_s_max_logprobs_is_refused_naming_the_arm_and_the_opt
 
 
 def test_the_planner_asks_every_arm_with_its_parsed_command():
-    experiment = SimpleNamespace(instruments=[spec_of(top_logprobs=8, limit=2)])
+    experiment = SimpleNamespace(instruments=[spec_of(top_logprobs=8, limit=2)], points=[1])
     arms = {
         "control": SimpleNamespace(name="control", engine="vllm", argv=["vllm", "serve", "/m"]),
         "capped": SimpleNamespace(

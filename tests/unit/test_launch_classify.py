@@ -283,6 +283,22 @@ def test_container_options_for_a_gpu_count_and_a_bridge_network() -> None:
     assert "device_requests" not in container_options(make_spec(image="img"), "x")
 
 
+def test_container_options_give_an_amd_box_its_rocm_devices() -> None:
+    # ROCm's containers: /dev/kfd, /dev/dri, the video group (ROCm's docker documentation).
+    require("docker-sdk")
+    from recipe_ledger.launch.containers import container_options
+
+    every = container_options(make_spec(image="rocm/vllm", gpus="all", gpu_vendor="amd"), "x")
+    assert every["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]
+    assert every["group_add"] == ["video"] and every["security_opt"] == ["seccomp=unconfined"]
+    assert "device_requests" not in every and "ROCR_VISIBLE_DEVICES" not in every["environment"]
+    two = container_options(make_spec(image="rocm/vllm", gpus=2, gpu_vendor="amd"), "x")
+    assert two["environment"]["ROCR_VISIBLE_DEVICES"] == "0,1" and "device_requests" not in two
+    assert "devices" not in container_options(make_spec(image="img", gpu_vendor="amd"), "x")  # gpus: none
+    with pytest.raises(InputError, match="gpu_vendor"):
+        make_spec(image="img", gpu_vendor="intel")
+
+
 @pytest.mark.parametrize(
     ("image", "repository"),
     [

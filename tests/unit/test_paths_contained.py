@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
@@ -64,6 +65,7 @@ def test_the_run_folder_refuses_an_arm_name_on_its_own_without_the_plan_check(tm
 
     class Plan:
         experiment = Experiment()
+        box = SimpleNamespace(gpu=SimpleNamespace(vendor="nvidia"))
 
     for name in ("../../../../X", "/abs/X"):
         arm = ArmPlan(name, ["true"], {}, "test", None, "-")

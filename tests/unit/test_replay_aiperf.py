@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -39,7 +40,9 @@ def ctx(tmp_path: Path, **kw) -> MeasureContext:
 
 def test_argv_replays_sessions_at_the_point_s_concurrency_or_on_the_trace_s_schedule(tmp_path):
     options = aiperf_replay.parse_options({"block_size": 32})
-    argv = aiperf_replay.build_argv("aiperf", options, ctx(tmp_path), Path("t.jsonl"), SUMMARY, tmp_path)
+    # The block size is the one the trace was summarized with (stated, checked, or the trace's own).
+    summary = dataclasses.replace(SUMMARY, block_size=32)
+    argv = aiperf_replay.build_argv("aiperf", options, ctx(tmp_path), Path("t.jsonl"), summary, tmp_path)
     joined = " ".join(argv)
     assert "--concurrency 2" in joined and "--num-sessions 2" in joined and "--isl-block-size 32" in joined
     assert "--custom-dataset-type mooncake_trace" in joined and "--endpoint-type chat" in joined
@@ -81,6 +84,10 @@ def test_a_valid_replay_has_no_problem_and_each_signal_names_its_own():
         ],
     }
     assert "7 of 8 requests failed" in _problems(errors)[0] and "one turn" in _problems(errors)[0]
+    # Counted once: the trace's size is the total, however AIPerf's counts overlap (issue 28 saw
+    # "2 of 52" for a 50-request trace).
+    twice = {**AIPERF_RESULT, "error_request_count": {"avg": 2.0}, "error_summary": []}
+    assert _problems(twice)[0].startswith("2 of 8 requests failed")
     overflow = {**AIPERF_RESULT, "context_overflow_count": {"avg": 2.0}}
     assert "overflowed the model's context" in _problems(overflow)[0]
     short = {**AIPERF_RESULT, "completed_request_count": {"avg": 5.0}}

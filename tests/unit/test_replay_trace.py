@@ -7,6 +7,7 @@ import json
 import pytest
 
 from recipe_ledger.errors import InputError
+from recipe_ledger.instruments import replay_trace
 from recipe_ledger.instruments.replay_trace import (
     SessionShape,
     TraceRequest,
@@ -127,3 +128,64 @@ def test_a_shape_that_cannot_make_sessions_is_refused():
         list(generate_sessions(SessionShape(turns=0), seed=0))
     with pytest.raises(InputError, match="output_tokens"):
         list(generate_sessions(SessionShape(output_tokens=(9, 3)), seed=0))
+
+
+# --- a Mooncake-format trace (FAST'25's conversation trace: 512-token blocks, timestamps in ms) ----
+
+
+def mooncake_lines(block: int = 512) -> list[str]:
+    """Six requests in Mooncake's format: timestamp, input_length, output_length, hash_ids (one id
+    per 512-token block, the last block partial); requests 2, 4 and 6 share the first one's prefix."""
+    rows = [
+        (0, 1000, 40),
+        (150, 1536, 20),
+        (900, 700, 64),
+        (1200, 2100, 10),
+        (3000, 513, 8),
+        (3537000, 1024, 4),
+    ]
+    lines, next_id = [], 0
+    for number, (stamp, length, out) in enumerate(rows):
+        count = -(-length // block)
+        if number % 2 == 1:
+            ids = [0, *range(next_id, next_id + count - 1)]  # a shared first block
+        else:
+            ids = list(range(next_id, next_id + count))
+        next_id = max(ids) + 1
+        lines.append(
+            json.dumps({"timestamp": stamp, "input_length": length, "output_length": out, "hash_ids": ids})
+        )
+    return lines
+
+
+def test_the_block_size_is_the_traces_own_when_none_is_stated(tmp_path):
+    path = tmp_path / "mooncake.jsonl"
+    path.write_text("\n".join(mooncake_lines()) + "\n")
+    requests = replay_trace.read_trace(path)
+    assert replay_trace.inferred_block_size(requests) == 512
+    assert replay_trace.block_size_for(path, requests, None) == 512
+    summary = replay_trace.summarize(requests, 512)
+    assert summary.schedule_s == pytest.approx(3537.0)  # its own timing: the last timestamp
+    assert "6 requests in 6 sessions" in summary.line() and "block size 512" in summary.line()
+    # At 64 the first blocks share 64 tokens instead of 512: the reuse the replay expects collapses.
+    assert replay_trace.summarize(requests, 64).expected_cache_reuse < summary.expected_cache_reuse
+
+
+def test_a_stated_block_size_the_hash_ids_contradict_is_refused(tmp_path):
+    path = tmp_path / "mooncake.jsonl"
+    path.write_text("\n".join(mooncake_lines()) + "\n")
+    with pytest.raises(InputError, match=r"tile every input at block size 512 .* not 64") as caught:
+        replay_trace.block_size_for(path, replay_trace.read_trace(path), 64)
+    assert "options.block_size: 512" in caught.value.hint
+
+
+def test_a_line_aiperf_would_refuse_names_its_line_before_any_launch(tmp_path):
+    lines = mooncake_lines()
+    lines[3] = json.dumps(
+        {"timestamp": 1200, "input_length": 100, "output_length": 10, "hash_ids": [1, 2, 3]}
+    )
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match="3 hash ids at block size 512 need more than 1024") as caught:
+        replay_trace.block_size_for(path, replay_trace.read_trace(path), 512)
+    assert caught.value.where == f"{path}:4"

@@ -119,6 +119,25 @@ class Engine:
         """``command`` as a local process runs it: the engine's program from the project's venv."""
         return command
 
+    def gpus_used(self, command: ServerCommand) -> int:
+        """How many GPUs a launch of ``command`` occupies: the product of its parallel sizes
+        (``parallel_flags``: tensor x data x pipeline), 1 when it names none. Expert parallelism runs
+        on those same GPUs in vLLM and SGLang, so it adds none. What per-GPU throughput divides by."""
+        gpus = 1
+        for names in self.parallel_flags(command):
+            value = next((v for v in map(command.first_value, names) if v is not None), None)
+            if value is not None and value.isdigit() and int(value) > 0:
+                gpus *= int(value)
+        return gpus
+
+    def parallel_flags(self, command: ServerCommand) -> tuple[tuple[str, ...], ...]:
+        """The flags (with their aliases) whose values multiply into ``gpus_used``: vLLM's names."""
+        return (
+            ("--tensor-parallel-size", "-tp"),
+            ("--data-parallel-size", "-dp"),
+            ("--pipeline-parallel-size", "-pp"),
+        )
+
     def max_logprobs(self, command: ServerCommand) -> int | None:
         """The most top log-probabilities per token a server launched by ``command`` returns
         (vLLM's --max-logprobs), or None when the engine sets no cap."""

@@ -163,6 +163,15 @@ class SglangEngine(Engine):
         {"vllm_bench_serve": ForeignClient("openai", frozenset({"openai", "openai-chat"}))}
     )
 
+    def parallel_flags(self, command: ServerCommand) -> tuple[tuple[str, ...], ...]:
+        # With --enable-dp-attention the data-parallel attention ranks live inside the tensor-parallel
+        # GPUs (SGLang's server_args: dp_size <= tp_size); without it each replica has its own.
+        tensor = ("--tp-size", "--tensor-parallel-size", "--tp")
+        pipeline = ("--pp-size", "--pipeline-parallel-size")
+        if command.has("--enable-dp-attention"):
+            return (tensor, pipeline)
+        return (tensor, ("--dp-size", "--data-parallel-size", "--dp"), pipeline)
+
     def model_of(self, command: ServerCommand) -> str | None:
         return command.first_value(MODEL_FLAG)
 

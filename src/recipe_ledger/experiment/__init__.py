@@ -9,5 +9,7 @@ Modules:
              and name the one client behind each bar
   entry_size the result entry's size from the spec's text, checked at load and at --plan: a spec
              whose run could not be recorded is refused at the field to shorten
+  pointwise  ``{point}`` in server arguments and instrument options: filled in per point, arithmetic
+             evaluated (``num_prompts: "{point} * 10"``), unknown placeholders refused at load; pure
   reference  docs/experiments.md written from the schema (``./dev docs``; a test compares)
 """

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_val
 from recipe_ledger import engines as engine_registry
 from recipe_ledger import instruments as instrument_registry
 from recipe_ledger import quality, sequential
-from recipe_ledger.experiment import entry_size
+from recipe_ledger.experiment import entry_size, pointwise
 from recipe_ledger.instruments import template
 from recipe_ledger.spec.bounds import (
     MAX_ARMS,
@@ -88,6 +88,10 @@ class RecipeArm(_Closed):
     model_path: PathText | None = Field(
         default=None, description="Serve this local directory instead of the recipe's model id."
     )
+    image: ShortText | None = Field(
+        default=None,
+        description="The docker image of this arm (a docker launcher); default: server.image.",
+    )
     engine: Engine | None = Field(default=None, description=ENGINE_DESCRIPTION)
     overrides: Overrides = Field(default_factory=Overrides, description=OVERRIDES_DESCRIPTION)
 
@@ -100,6 +104,10 @@ class CommandArm(_Closed):
     )
     argv: ArgList = Field(min_length=1, description="The server command, e.g. [vllm, serve, DIR, ...].")
     env: EnvMap = Field(default_factory=dict, description="Environment of the server process.")
+    image: ShortText | None = Field(
+        default=None,
+        description="The docker image of this arm (a docker launcher); default: server.image.",
+    )
     engine: Engine | None = Field(default=None, description=ENGINE_DESCRIPTION)
     overrides: Overrides = Field(default_factory=Overrides, description=OVERRIDES_DESCRIPTION)
 
@@ -514,6 +522,40 @@ class Experiment(_Closed):
         return self
 
     @model_validator(mode="after")
+    def _pointwise_values_fill(self) -> Experiment:
+        # {point} in server arguments and instrument options (experiment.pointwise): an unknown
+        # placeholder or an expression that does not evaluate fails now, naming field and point.
+        try:
+            pointwise.check(self.pointwise_fields(), self.points)
+        except pointwise.PointwiseError as error:
+            raise ValueError(str(error)) from None
+        return self
+
+    def pointwise_fields(self) -> dict[str, object]:
+        """Every value that may name ``{point}``, by where it is written: arms' argv, env and
+        overrides, instruments' options (not a command template's own fields, nor launch_sweep)."""
+        fields: dict[str, object] = {}
+        for name in self.arm_names:
+            arm = self.arm(name)
+            where = "control" if name == "control" else f"candidates.{name}"
+            if isinstance(arm, CommandArm):
+                fields |= {f"{where}.argv[{i}]": a for i, a in enumerate(arm.argv)}
+                fields |= {f"{where}.env.{k}": v for k, v in arm.env.items()}
+            if not isinstance(arm, StudyArm):
+                fields |= {f"{where}.overrides.args[{i}]": a for i, a in enumerate(arm.overrides.args)}
+                fields |= {f"{where}.overrides.env.{k}": v for k, v in arm.overrides.env.items()}
+        for instrument in self.instruments:
+            fields |= {
+                f"instruments[{instrument.name}].options.{k}": v for k, v in instrument.options.items()
+            }
+        return {where: value for where, value in fields.items() if _has_placeholder(value)}
+
+    def arm_depends_on_point(self, name: str) -> bool:
+        """Whether the arm's server command or environment names ``{point}`` (relaunched per point)."""
+        prefix = "control" if name == "control" else f"candidates.{name}"
+        return any(where.startswith(prefix + ".") for where in self.pointwise_fields())
+
+    @model_validator(mode="after")
     def _bars_fit_their_instruments(self) -> Experiment:
         for bar in self.bars:
             instrument = self.instrument_of(bar)
@@ -618,6 +660,16 @@ class Experiment(_Closed):
         """The engines of the server arms; more than one makes a cross-engine experiment."""
         named = {self.engine_of(name) for name in self.arm_names}
         return {name for name in named if not engine_registry.get(name).stand_in}
+
+
+def _has_placeholder(value: object) -> bool:
+    if isinstance(value, str):
+        return bool(pointwise.placeholders(value))
+    if isinstance(value, dict):
+        return any(_has_placeholder(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_placeholder(v) for v in value)
+    return False
 
 
 def _params_of(arm: RecipeArm | CommandArm | ReleaseArm | StudyArm) -> dict[str, str]:

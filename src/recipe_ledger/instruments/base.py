@@ -180,6 +180,10 @@ class InstrumentKind:
         ``command`` is the arm's launch command as the planner parsed it (``recipes.flags``, a layer
         above this one): ask the engine what it means (``engines.get(engine).max_logprobs(command)``)."""
 
+    def plan_notes(self, spec: InstrumentSpec, repo: Path) -> list[str]:
+        """Lines ``--plan`` prints about this instrument's workload (a trace's size, reuse, length)."""
+        return []
+
     def measure(self, run: PointRun) -> Measurement:
         """One point: run the client, keep its raw output under ``run.ctx.out_dir``, hashed."""
         raise NotImplementedError(f"instrument kind {self.kind!r} does not measure")

@@ -62,6 +62,7 @@ class TraceRequest:
     hash_ids: tuple[int, ...] = ()
     delay_ms: float | None = None
     timestamp_ms: float | None = None
+    line: int = 0  # where it was read (file:line in an error); 0 when generated
 
     def to_json(self) -> str:
         line: dict[str, object] = {
@@ -136,6 +137,16 @@ class TraceSummary:
     max_input_length: int  # the longest prompt as sent: the session's history plus the turn's delta
     max_total_length: int  # that prompt plus its answer: what must fit the model's context
     expected_cache_reuse: float  # share of prompt tokens a prefix cache could serve: its ceiling
+    block_size: int = 64  # tokens per hash id the sizes above were counted with
+    schedule_s: float = 0.0  # the trace's own timing: last timestamp, else the longest session's delays
+
+    def line(self) -> str:
+        """The trace as --plan prints it."""
+        return (
+            f"{self.requests} requests in {self.sessions} sessions, expected prefix reuse "
+            f"{self.expected_cache_reuse:.1%} at block size {self.block_size}, longest prompt "
+            f"{self.max_input_length} tokens, {self.schedule_s:,.1f} s of its own timing per launch"
+        )
 
 
 def summarize(requests: list[TraceRequest], block_size: int = 64) -> TraceSummary:
@@ -165,7 +176,69 @@ def summarize(requests: list[TraceRequest], block_size: int = 64) -> TraceSummar
         max_input_length=longest,
         max_total_length=longest_total,
         expected_cache_reuse=reusable / prompt_tokens if prompt_tokens else 0.0,
+        block_size=block_size,
+        schedule_s=schedule_seconds(requests),
     )
+
+
+def schedule_seconds(requests: list[TraceRequest]) -> float:
+    """How long the trace's own timing lasts: its last timestamp (a fixed schedule), else the
+    longest session's think times added up (a floor: generation comes on top)."""
+    stamps = [r.timestamp_ms for r in requests if r.timestamp_ms is not None]
+    if stamps:
+        return (max(stamps) - min(stamps)) / 1000.0
+    delays: dict[str, float] = {}
+    for request in requests:
+        delays[request.session_id] = delays.get(request.session_id, 0.0) + (request.delay_ms or 0.0)
+    return max(delays.values(), default=0.0) / 1000.0
+
+
+# Block sizes a trace's hash ids are tried against (Mooncake's FAST'25 traces use 512; AIPerf's
+# synthetic traces, vLLM's and SGLang's caches use 16 to 64).
+BLOCK_SIZES = tuple(2**k for k in range(4, 13))
+
+
+def hash_block_problem(request: TraceRequest, block_size: int) -> str | None:
+    """AIPerf's own rule (its prompt generator: the last hash id's block holds 1 to block_size
+    tokens when the ids cover more than the input), in words, or None when the line keeps it."""
+    ids = len(request.hash_ids)
+    if ids and (ids - 1) * block_size >= request.input_length:
+        return (
+            f"{ids} hash ids at block size {block_size} need more than {(ids - 1) * block_size} input "
+            f"tokens; the line has input_length {request.input_length} (AIPerf refuses it after a boot)"
+        )
+    return None
+
+
+def inferred_block_size(requests: list[TraceRequest]) -> int | None:
+    """The one block size at which every line's hash ids tile its input exactly
+    (``len(hash_ids) == ceil(input_length / block)``), or None when none or several do."""
+    lines = [(len(r.hash_ids), r.input_length) for r in requests if r.hash_ids]
+    if not lines:
+        return None
+    fitting = [b for b in BLOCK_SIZES if all(ids == _blocks(length, b) for ids, length in lines)]
+    return fitting[0] if len(fitting) == 1 else None
+
+
+def block_size_for(path: Path, requests: list[TraceRequest], stated: int | None) -> int:
+    """The block size to replay ``requests`` with: the stated one, checked, else the trace's own
+    (else 64, AIPerf's default). A stated size the hash ids contradict, and a line AIPerf would
+    refuse, are InputErrors naming the file and line, before any launch."""
+    inferred = inferred_block_size(requests)
+    if stated is not None and inferred is not None and stated != inferred:
+        raise InputError(
+            f"the trace's hash ids tile every input at block size {inferred} "
+            f"(len(hash_ids) = ceil(input_length / {inferred}) on every line), not {stated}: "
+            "replayed at the stated size, prompts would share only their first blocks",
+            where=str(path),
+            hint=f"set options.block_size: {inferred}, or leave it out to take the trace's",
+        )
+    size = stated or inferred or 64
+    for request in requests:
+        problem = hash_block_problem(request, size)
+        if problem:
+            raise InputError(problem, where=f"{path}:{request.line}", hint="fix that line, or the block size")
+    return size
 
 
 _OTHER_INPUT_MODES = ("text_input", "messages", "payload")  # AIPerf's; the replay sizes by tokens
@@ -209,6 +282,7 @@ def _parse_line(text: str, where: str, number: int) -> TraceRequest:
         tuple(hash_ids),
         line.get("delay"),
         line.get("timestamp"),
+        number,
     )
 
 

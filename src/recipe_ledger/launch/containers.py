@@ -229,12 +229,39 @@ def container_options(spec: LaunchSpec, launch_id: str) -> dict[str, Any]:
     else:
         options["network"] = spec.network
         options["ports"] = {f"{spec.published_port}/tcp": (spec.host, spec.port)}
-    if spec.gpus != "none":
+    if spec.gpus != "none" and spec.gpu_vendor == "amd":
+        options.update(amd_gpu_options(spec.gpus))
+        options["environment"] = {**amd_visible_devices(spec.gpus), **options["environment"]}
+    elif spec.gpus != "none":
         count = -1 if spec.gpus == "all" else int(spec.gpus)
         options["device_requests"] = [DeviceRequest(count=count, capabilities=[["gpu"]])]
     if spec.shm_size is not None:
         options["shm_size"] = spec.shm_size
     return options
+
+
+# What ROCm's containers need (ROCm's docker documentation; vLLM's and SGLang's ROCm images say the
+# same): the kernel driver's compute interface, the render nodes, the video group that owns them,
+# and the seccomp profile lifted (the HSA runtime's memory calls), besides the host IPC already set.
+AMD_DEVICES = ("/dev/kfd", "/dev/dri")
+AMD_GROUPS = ("video",)
+
+
+def amd_gpu_options(gpus: object) -> dict[str, Any]:
+    """``containers.create`` keywords that give a container the box's AMD GPUs."""
+    return {
+        "devices": [f"{device}:{device}:rwm" for device in AMD_DEVICES],
+        "group_add": list(AMD_GROUPS),
+        "security_opt": ["seccomp=unconfined"],
+    }
+
+
+def amd_visible_devices(gpus: object) -> dict[str, str]:
+    """A number of GPUs, not all, is the first ones by ROCm's own variable (the devices are all
+    passed: /dev/dri holds every render node)."""
+    if gpus == "all":
+        return {}
+    return {"ROCR_VISIBLE_DEVICES": ",".join(str(i) for i in range(int(str(gpus))))}
 
 
 def owner_label() -> str:

@@ -78,6 +78,8 @@ class LaunchSpec:
     image: str | None = None
     volumes: Mapping[str, str] = field(default_factory=dict)  # host path -> "container path[:ro]"
     gpus: GpuRequest = "none"
+    # Whose GPUs the box has (its profile's gpu.vendor): NVIDIA's device requests or ROCm's devices.
+    gpu_vendor: str = "nvidia"
     shm_size: str | None = None
     name: str | None = None
     network: str = "host"  # "host": the server's own --port is the port; otherwise it is published
@@ -163,6 +165,8 @@ def _check_docker_fields(spec: LaunchSpec) -> None:
         _bad("image", "must be an image reference (repository@sha256:... preferred) or None")
     if not _is_gpu_request(spec.gpus):
         _bad("gpus", f"{spec.gpus!r} must be 'none', 'all' or a positive number of GPUs")
+    if spec.gpu_vendor not in ("nvidia", "amd"):
+        _bad("gpu_vendor", f"{spec.gpu_vendor!r} must be 'nvidia' or 'amd' (a box profile's gpu.vendor)")
     if spec.container_port is not None and not _is_port(spec.container_port):
         _bad("container_port", f"{spec.container_port!r} is not a TCP port (1-65535)")
     if spec.network == "host" and spec.container_port not in (None, spec.port):

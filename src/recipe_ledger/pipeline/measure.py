@@ -13,7 +13,7 @@ import urllib.request
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from recipe_ledger import engines, instruments, paths, runs
+from recipe_ledger import engines, instruments, metrics, paths, runs
 from recipe_ledger.experiment.spec import Experiment, Instrument
 from recipe_ledger.instruments import server_metrics
 from recipe_ledger.instruments.base import Clients, InvalidPoint, MeasureContext, Measurement, PointRun
@@ -23,9 +23,10 @@ from recipe_ledger.launch.process import ProcessLauncher
 from recipe_ledger.launch.server import RunningServer
 from recipe_ledger.launch.spec import LaunchSpec, grantable_memlock
 from recipe_ledger.pipeline.events import Events, PointMeasured, ignore
-from recipe_ledger.pipeline.plan import ArmPlan, RunPlan
+from recipe_ledger.pipeline.plan import ArmPlan, RunPlan, instrument_at
 from recipe_ledger.pipeline.preflight import remember_flagset
 from recipe_ledger.pipeline.steps import StepClock
+from recipe_ledger.recipes.flags import LaunchCommand
 
 
 @dataclass
@@ -112,6 +113,7 @@ def launch_spec(launch: Launch, log_tag: str = "") -> LaunchSpec:
         image=arm.image if server.launcher == "docker" else None,
         volumes=dict(server.volumes),
         gpus=server.gpus,
+        gpu_vendor=launch.plan.box.gpu.vendor,
         ulimit_memlock=grantable_memlock(),
     )
 
@@ -198,6 +200,7 @@ def measure_one(
     instrument or the counters say is not the intended workload comes back refused, with why.
     ``sample`` counts the measurements of this point inside this launch (its raw files say -s<N>)."""
     plan, arm, repeat, clock = launch.plan, launch.arm, launch.repeat, launch.clock
+    instrument = instrument_at(instrument, point)  # {point} in its options, filled in
     base_url = server.base_url if server is not None else None
     if server is not None:
         with clock.step("cache reset"):
@@ -238,7 +241,10 @@ def measure_one(
         )
     with clock.step("counter scrapes"):
         after = server_metrics.scrape(base_url) if base_url else None
-    server_side = server_metrics.point_metrics(before, after, base_url, engines.get(arm.engine))
+    engine = engines.get(arm.engine)
+    server_side = server_metrics.point_metrics(before, after, base_url, engine)
+    if server is not None:  # a served arm: its throughput per GPU it occupies
+        m.metrics.update(metrics.per_gpu(m.metrics, engine.gpus_used(LaunchCommand.parse(arm.argv))))
     refused = instruments.get(instrument.kind).refusals(instrument.options, server_side)
     return PointRecord(
         arm.name,

@@ -17,9 +17,17 @@ from recipe_ledger.engines.base import Engine
 from recipe_ledger.engines.sglang import find_sglang_python
 from recipe_ledger.engines.vllm import find_vllm_bin
 from recipe_ledger.errors import InputError
-from recipe_ledger.experiment import entry_size
+from recipe_ledger.experiment import entry_size, pointwise
 from recipe_ledger.experiment.engines import check_bars_have_counters, check_one_client_per_bar, counter_notes
-from recipe_ledger.experiment.spec import CommandArm, Experiment, Overrides, RecipeArm, ReleaseArm, StudyArm
+from recipe_ledger.experiment.spec import (
+    CommandArm,
+    Experiment,
+    Instrument,
+    Overrides,
+    RecipeArm,
+    ReleaseArm,
+    StudyArm,
+)
 from recipe_ledger.instruments import aiperf_replay
 from recipe_ledger.recipes.boxes import Box, load_box
 from recipe_ledger.recipes.catalog import RecipeRoot
@@ -65,9 +73,12 @@ class RunPlan:
     aiperf_bin: str = ""  # AIPerf's CLI: the aiperf_replay client (scripts/setup_aiperf_venv.sh)
 
     def point_arm(self, arm: ArmPlan, point: int) -> ArmPlan:
-        """``arm`` as launched at ``point`` of a launch-flag sweep: its argv with the sweep's flags
-        for that value (replacing an earlier occurrence: last wins, as the engine reads it); an
-        arm the sweep does not apply to launches as it is."""
+        """``arm`` as launched at ``point``: ``{point}`` in its argv and environment filled in
+        (experiment.pointwise), and in a launch-flag sweep its argv with the sweep's flags for that
+        value (replacing an earlier occurrence: last wins, as the engine reads it); an arm that
+        depends on neither launches as it is."""
+        if self.experiment.arm_depends_on_point(arm.name):
+            arm = replace(arm, argv=pointwise.args_at(arm.argv, point), env=pointwise.env_at(arm.env, point))
         sweep = self.experiment.launch_sweep
         if sweep is None or not sweep.applies_to(arm.name):
             return arm
@@ -75,7 +86,11 @@ class RunPlan:
         return replace(arm, argv=argv)
 
     def launches_per_point(self) -> bool:
-        return self.experiment.launch_sweep is not None
+        """One launch per point: a launch-flag sweep, or an arm whose command names ``{point}``."""
+        experiment = self.experiment
+        return experiment.launch_sweep is not None or any(
+            experiment.arm_depends_on_point(name) for name in experiment.arm_names
+        )
 
     def seed(self, point: int, repeat: int) -> int:
         """Differs per repeat (no prefix-cache flattery across repeats), equal across arms at the
@@ -117,6 +132,23 @@ def with_server_address(command: LaunchCommand, host: str, port: int) -> LaunchC
     return command.replacing(["--host", host, "--port", str(port)])
 
 
+def check_vendor(arm: str, hardware: str | None, root: RecipeRoot, box: Box) -> None:
+    """Refuse (InputError) an arm resolved for one vendor's GPUs on a box of the other's: its image
+    and flags are built for that vendor (ROCm or CUDA), and the container would not see the GPUs."""
+    profile = root.taxonomy.hardware_profiles.get(hardware or "")
+    if profile is None or box.gpu.count == 0:
+        return
+    vendor = profile.brand.lower()
+    if vendor in ("nvidia", "amd") and vendor != box.gpu.vendor:
+        raise InputError(
+            f"arm {arm!r} resolves for {hardware} ({profile.brand} GPUs), but box {box.id!r} has "
+            f"{box.gpu.vendor.upper() if box.gpu.vendor == 'amd' else 'NVIDIA'} GPUs ({box.gpu.name})",
+            where=f"arm {arm!r}",
+            hint=f"run it on a {profile.brand} box profile (recipes/boxes/), or set the arm's hardware: "
+            f"to one of the box's",
+        )
+
+
 def _recipe_arm(
     root: RecipeRoot, box: Box, name: str, arm: RecipeArm, repo: Path, engine: Engine
 ) -> _ArmDraft:
@@ -125,6 +157,7 @@ def _recipe_arm(
             f"arm {name!r}: engine {engine.name!r} has no recipe commands",
             hint="write the arm as a command (argv:) or a release",
         )
+    check_vendor(name, arm.hardware or box.hardware, root, box)
     # The command the recipe renders for the arm's engine (the stand-ins take vLLM's).
     request = CommandRequest(
         arm.recipe,
@@ -253,7 +286,7 @@ def plan_run(
             draft.source,
             draft.model_dir,
             engine.served_model(draft.command),  # --served-model-name, else the model as the engine names it
-            draft.image or experiment.server.image,
+            draft.image or getattr(arm, "image", None) or experiment.server.image,
             engine=engine.name,
         )
     check_workload_instruments(experiment, arms, repo)
@@ -267,7 +300,7 @@ def plan_run(
         abba_schedule(experiment.arm_names, experiment.repeats),
         str(spec_path),
         engine_bin,
-        notes=counter_notes(experiment),
+        notes=counter_notes(experiment) + instrument_notes(experiment, repo),
         sglang_python=sglang_python,
         aiperf_bin=aiperf_replay.find_aiperf(repo),
     )
@@ -291,9 +324,32 @@ def check_workload_instruments(experiment: Experiment, arms: dict[str, ArmPlan],
     smallest = min(contexts) if contexts else None
     for instrument in experiment.instruments:
         kind = instruments.get(instrument.kind)
-        kind.check_before_launch(instrument, repo, smallest)
+        for at_point in instruments_at_points(instrument, experiment.points):
+            kind.check_before_launch(at_point, repo, smallest)
         for arm in arms.values():
             kind.check_arm(instrument, arm.name, arm.engine, LaunchCommand.parse(arm.argv))
+
+
+def instrument_notes(experiment: Experiment, repo: Path) -> list[str]:
+    """What each instrument says about its workload before any launch (a replay's trace)."""
+    return [note for i in experiment.instruments for note in instruments.get(i.kind).plan_notes(i, repo)]
+
+
+def instrument_at(instrument: Instrument, point: int) -> Instrument:
+    """The instrument as it measures ``point``: ``{point}`` in its options filled in and evaluated
+    (experiment.pointwise); the same object when nothing in them depends on the point."""
+    if not pointwise.depends_on_point(instrument.options):
+        return instrument
+    return instrument.model_copy(update={"options": pointwise.options_at(instrument.options, point)})
+
+
+def instruments_at_points(instrument: Instrument, points: list[int]) -> list[Instrument]:
+    """The instrument at each point, each distinct set of options once (a check reads a trace)."""
+    seen: dict[str, Instrument] = {}
+    for point in points:
+        at_point = instrument_at(instrument, point)
+        seen.setdefault(json.dumps(at_point.options, sort_keys=True, default=str), at_point)
+    return list(seen.values())
 
 
 def _server_command(

@@ -9,6 +9,7 @@ overrides.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,6 +29,11 @@ class GpuSpec(_Closed):
     """The box's GPUs: all of one kind."""
 
     name: ShortText = Field(description="What the GPU is, as people name it.")
+    vendor: Literal["nvidia", "amd"] = Field(
+        default="nvidia",
+        description="Whose GPUs: how a container reaches them (NVIDIA's device requests, or ROCm's "
+        "/dev/kfd and /dev/dri with the video group) and which recipes' hardware fits the box.",
+    )
     count: int = Field(ge=0, le=1024, description="GPUs in the box (0 for a CPU-only box).")
     hbm_gib: float = Field(
         ge=0, le=1e6, description="Device memory per GPU as the CUDA runtime reports it, GiB."
