@@ -147,3 +147,84 @@ def test_the_instrument_measures_each_point_with_its_own_counts(tmp_path):
     assert instrument_at(bench, 8).options == {"num_prompts": 80, "input_len": 64}
     assert instrument_at(bench, 1).options["num_prompts"] == 10
     assert bench.options["num_prompts"] == "{point} * 10"  # the spec (and calibration keys) keep the template
+
+
+PIPELINE_SPEC = """
+schema_version: 1
+name: pw-run
+hypothesis: h
+box: cpu-only
+engine: openai
+control:
+  argv: [srv, --model, m, --max-num-seqs, "{point}", --tensor-parallel-size, "2"]
+candidates:
+  b:
+    argv: [srv, --model, m, --max-num-seqs, "{point} * 2", --tensor-parallel-size, "2"]
+instruments:
+  - name: bench
+    kind: openai_bench
+    options: {num_prompts: "{point} * 10", input_len: 8}
+points: [1, 4]
+bars:
+  - {metric: output_tps_per_gpu, point: 4, direction: higher, min_effect: 0.1}
+"""
+
+
+class FakeServer:
+    base_url = "http://fake"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def reset_prefix_cache(self):
+        return True
+
+    def stop(self):
+        pass
+
+
+def test_a_run_relaunches_per_point_with_the_point_in_the_command_and_the_counts(tmp_path, monkeypatch):
+    from recipe_ledger.instruments.base import Measurement
+    from recipe_ledger.pipeline import measure as measuring
+    from recipe_ledger.pipeline.stages import plan_experiment
+
+    repo = Path(__file__).resolve().parents[2]
+    spec = tmp_path / "pw-run.yaml"
+    spec.write_text(PIPELINE_SPEC)
+    plan = plan_experiment(spec, repo)
+    launches: list[tuple[str, ...]] = []
+
+    class Launcher:
+        def start(self, launch_spec):
+            launches.append(tuple(launch_spec.argv))
+            return FakeServer()
+
+    monkeypatch.setattr(measuring, "launcher_for", lambda plan: Launcher())
+    monkeypatch.setattr(measuring, "remember_flagset", lambda arm: None)
+    monkeypatch.setattr(measuring, "warm_up", lambda *a: None)
+    monkeypatch.setattr(measuring.server_metrics, "scrape", lambda url: None)
+    seen = []
+
+    def fake_measure(launch, instrument, ctx):
+        argv = launch.arm.argv
+        seen.append(
+            (ctx.point, ctx.client_concurrency, argv[argv.index("--max-num-seqs") + 1], instrument.options)
+        )
+        raw = ctx.out_dir / f"{ctx.stem}.json"
+        raw.parent.mkdir(parents=True, exist_ok=True)
+        raw.write_text("{}")
+        return Measurement("fake", "1", ctx, {"output_tps_total": 100.0 * ctx.point}, raw, "sha256:x", 0.1)
+
+    monkeypatch.setattr(measuring, "measure_point", fake_measure)
+    assert plan.launches_per_point()
+    for arm, doubled in (("control", 1), ("b", 2)):
+        records = measuring.measure_launch(measuring.Launch(plan, plan.arms[arm], 1, tmp_path, "run", repo))
+        # Each point its own launch, the point in the command, the counts and the concurrency.
+        assert [r.point for r in records] == [1, 4]
+        assert {r.point: r.metrics["output_tps_per_gpu"] for r in records} == {1: 50.0, 4: 200.0}  # TP 2
+        assert [s[:3] for s in seen[-2:]] == [(1, 1, str(doubled)), (4, 4, str(4 * doubled))]
+        assert [s[3]["num_prompts"] for s in seen[-2:]] == [10, 40]
+    assert len(launches) == 4
