@@ -18,6 +18,12 @@ point). ``results-long`` (a metric of a result entry, with its unit) is written 
 
 Numbers keep their raw form in csv and json (fractions for effects, the metric's own unit), with a
 ``unit`` column saying which; the markdown and the site print effects as signed percentages.
+
+For DVC (dvc.yaml's ``metrics`` and ``plots``, read by ``dvc metrics show/diff`` and ``dvc plots
+show``), the same rows also give ``metrics.json`` (numbers only: what is published, the verdicts'
+outcomes, and per published result the effect and CI of each bar) and two plot series, one csv
+each with a label per row: ``effects`` (a bar's effect and CI) and ``noise`` (a calibration's cv
+per point). They are not tables: the site does not show them.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +45,8 @@ FORMAT_VERSION = 1  # of the json files' envelope; bump it when a column changes
 SIGNIFICANT_DIGITS = 6
 TABLE_NAMES = ("results", "verdicts", "releases", "failures", "calibrations")
 LONG_TABLES = ("results-long",)  # written with --long only
+METRICS_FILE = "metrics.json"  # dvc.yaml `metrics`: headline numbers, numbers only
+SERIES_NAMES = ("effects", "noise")  # dvc.yaml `plots`: <name>.csv, one labelled row per mark
 EFFECT_COLUMNS = frozenset({"effect", "ci_low", "ci_high"})  # signed fractions: +3.1% in md and on the site
 SIZE_COLUMNS = frozenset({"mde", "min_effect"})  # unsigned fractions (a size of effect): 1.5%
 
@@ -332,6 +341,101 @@ def build_tables(view: LedgerView, *, long: bool = False) -> list[Table]:
     return tables
 
 
+# -- DVC: metrics and plot series (from the tables' own rows) ------------------------------------
+
+
+def _records(table: Table) -> list[dict[str, Any]]:
+    return [dict(zip(table.columns, row, strict=True)) for row in table.rows]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _unique_label(label: str, seen: Counter[str]) -> str:
+    """``label``, or ``label (2)`` for its second use (two bars an older record named alike)."""
+    seen[label] += 1
+    return label if seen[label] == 1 else f"{label} ({seen[label]})"
+
+
+def bar_label(row: dict[str, Any]) -> str:
+    """A verdict row in the ledger's words: ``fast output_tps_total@4``."""
+    return f"{row['candidate']} {row['metric']}@{row['point']}"
+
+
+def metrics_document(tables: Sequence[Table]) -> dict[str, Any]:
+    """What ``dvc metrics show`` prints: how much is published, the verdicts' outcomes, and per
+    published result (by run id) the effect and CI of each bar, as fractions. Numbers only."""
+    by_name = {table.name: _records(table) for table in tables}
+    verdicts = by_name["verdicts"]
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    seen: dict[str, Counter[str]] = {}
+    for row in verdicts:
+        numbers = {c: json_value(row[c]) for c in ("effect", "ci_low", "ci_high") if _is_number(row[c])}
+        if numbers:
+            label = _unique_label(bar_label(row), seen.setdefault(row["run_id"], Counter()))
+            results.setdefault(row["run_id"], {})[label] = numbers
+    return {
+        "published": {
+            "results": sum(row["results"] for row in by_name["results"]),
+            "verdicts": len(verdicts),
+            "calibrations": len({row["entry"] for row in by_name["calibrations"]}),
+            "failures": len(by_name["failures"]),
+            "releases": len(by_name["releases"]),
+        },
+        "outcomes": dict(sorted(Counter(str(row["outcome"]) for row in verdicts).items())),
+        "results": results,
+    }
+
+
+def to_metrics_json(tables: Sequence[Table]) -> str:
+    return json.dumps(metrics_document(tables), indent=1, ensure_ascii=False) + "\n"
+
+
+def plot_series(tables: Sequence[Table]) -> list[Table]:
+    """The plots' data, in ``SERIES_NAMES`` order: ``effects`` (a row per bar of a published result
+    that has an effect: ``<run id> <candidate> <metric>@<point>``) and ``noise`` (a row per point of
+    a published calibration that has a cv: ``<instrument> <metric> c<point> <entry>``)."""
+    by_name = {table.name: _records(table) for table in tables}
+    seen: Counter[str] = Counter()
+    effects = [
+        (
+            _unique_label(f"{row['run_id']} {bar_label(row)}", seen),
+            row["effect"],
+            row["ci_low"],
+            row["ci_high"],
+            row["outcome"],
+            row["entry"],
+        )
+        for row in by_name["verdicts"]
+        if _is_number(row["effect"])
+    ]
+    noise = [
+        (
+            f"{row['instrument']} {row['metric']} c{row['point']} {str(row['entry'])[:12]}",
+            row["cv"],
+            row["n"],
+            row["entry"],
+        )
+        for row in by_name["calibrations"]
+        if _is_number(row["cv"])
+    ]
+    return [
+        Table(
+            "effects",
+            "A bar's effect and CI (fractions), per published result",
+            ("bar", "effect", "ci_low", "ci_high", "outcome", "entry"),
+            sorted(effects, key=lambda r: r[0]),
+        ),
+        Table(
+            "noise",
+            "A calibration's A/A noise (cv) per sweep point",
+            ("calibration", "cv", "n", "entry"),
+            sorted(noise, key=lambda r: r[0]),
+        ),
+    ]
+
+
 # -- writers -----------------------------------------------------------------------------------
 
 
@@ -412,12 +516,16 @@ def to_markdown(table: Table, view: LedgerView, out: str = "tables") -> str:
 
 
 def render_files(view: LedgerView, out: str = "tables", *, long: bool = False) -> dict[str, str]:
-    """``{file name: text}`` of every table in every format."""
+    """``{file name: text}`` of every table in every format, and DVC's metrics and plot series."""
     files: dict[str, str] = {}
-    for table in build_tables(view, long=long):
+    tables = build_tables(view, long=long)
+    for table in tables:
         files[f"{table.name}.csv"] = to_csv(table)
         files[f"{table.name}.json"] = to_json(table, view, out)
         files[f"{table.name}.md"] = to_markdown(table, view, out)
+    files[METRICS_FILE] = to_metrics_json(tables)
+    for series in plot_series(tables):
+        files[f"{series.name}.csv"] = to_csv(series)
     return files
 
 

@@ -1,8 +1,11 @@
 """`dvc repro` on a fresh copy of the repository regenerates the committed tables and site byte
-for byte, and refuses a ledger that does not verify. Real git, real DVC (the `publish` extra)."""
+for byte, and refuses a ledger that does not verify; `dvc metrics` and `dvc plots` read what
+dvc.yaml declares. Real git, real DVC (the `publish` extra)."""
 
 from __future__ import annotations
 
+import csv
+import json
 import os
 import shutil
 import subprocess
@@ -115,3 +118,40 @@ def test_dvc_status_sees_a_change_to_the_code_a_stage_is_built_from(
     status = _status(dvc, clone)
     reported = {name for name in ("tables", "site") if f"{name}:" in status.splitlines()}
     assert reported == stages, status
+
+
+def test_dvc_metrics_and_plots_show_the_declared_series(clone: Path) -> None:
+    dvc = clone.joinpath(".dvc-bin").read_text()
+    shown = json.loads(_run([dvc, "metrics", "show", "--json"], clone).stdout)
+    metrics = shown[""]["data"]["tables/metrics.json"]["data"]
+    assert metrics == json.loads((clone / "tables" / "metrics.json").read_text())
+    with open(clone / "tables" / "verdicts.csv", newline="") as handle:
+        verdicts = list(csv.DictReader(handle))
+    assert metrics["published"]["verdicts"] == len(verdicts) == sum(metrics["outcomes"].values())
+    assert {row["run_id"] for row in verdicts if row["effect"]} == set(metrics["results"])
+
+    plots = json.loads(_run([dvc, "plots", "show", "--json"], clone).stdout)
+    assert not plots.get("errors"), plots["errors"]
+    for path, x, y in (("tables/effects.csv", "effect", "bar"), ("tables/noise.csv", "cv", "calibration")):
+        (plot,) = plots["data"][path]
+        encoding = plot["content"]["encoding"]
+        assert (encoding["x"]["field"], encoding["y"]["field"]) == (x, y), encoding
+        with open(clone / path, newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        assert rows, path
+        values = plot["content"]["data"]["values"]
+        assert [(v[y], v[x]) for v in values] == [(r[y], r[x]) for r in rows]
+    assert not (clone / "dvc_plots").exists()  # --json renders nothing into the repository
+
+
+def test_dvc_metrics_diff_shows_a_retracted_result_leaving_the_headline(clone: Path) -> None:
+    dvc = clone.joinpath(".dvc-bin").read_text()
+    assert json.loads(_run([dvc, "metrics", "diff", "--json"], clone).stdout) == {}
+    (clone / "ledger" / "maintainers").write_text("box-t\n")
+    ledger = [str(BIN / "ledger"), "retract", "bd60452cc40c", "--reason", "a test", "--writer", "box-t"]
+    _run([*ledger, "--root", "."], clone)
+    _run([dvc, "repro"], clone)
+    diff = json.loads(_run([dvc, "metrics", "diff", "--json"], clone).stdout)["tables/metrics.json"]
+    assert diff["published.results"]["diff"] == -1
+    gone = [name for name, change in diff.items() if name.startswith("results.h200-expert-placement-")]
+    assert gone and all(diff[name]["new"] is None for name in gone)

@@ -6,6 +6,7 @@ ledger and run folder; these tests index them and read back what MLflow holds.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -134,6 +135,50 @@ def test_sync_indexes_a_run_once_and_mirrors_a_retraction(repo):
     assert len(parent_runs(uri)) == 2
 
 
+def two_instrument_yaml(port: int) -> str:
+    """The stand-in experiment measured by two instruments, a bar on each: two calibrations, the
+    result's ``experiment.calibration`` naming only the first, the other one a ref."""
+    spec = json.loads(experiment_yaml(port, []))
+    probe = spec["instruments"][0]
+    spec["instruments"] = [probe, {**probe, "name": "probe-b"}]
+    spec["bars"] = [{**spec["bars"][0], "instrument": name} for name in ("probe", "probe-b")]
+    return json.dumps(spec)
+
+
+def test_a_result_links_both_calibrations_and_a_later_note_tags_its_run(repo):
+    write_committed(repo, "experiments/x.yaml", two_instrument_yaml(free_port()))
+    ledger(repo, "run", "experiments/x.yaml", "--no-mlflow")
+    calibrations = [e for e in entries(repo) if e["kind"] == "calibration"]
+    (result_entry,) = [e for e in entries(repo) if e["kind"] == "result"]
+    assert len(calibrations) == 2, calibrations
+    assert sync(repo).startswith("3 created, 0 updated, 0 unchanged")
+    uri = local_uri(repo)
+    (run,) = parent_runs(uri, "result")
+    tags = run.data.tags
+    by_instrument = {c["payload"]["instrument"]: c["id"][:12] for c in calibrations}
+    assert set(tags["ledger.calibrations"].split(", ")) == set(by_instrument.values())
+    for instrument, short in by_instrument.items():
+        assert tags[f"calibration.{instrument}.output_tps_total"].startswith(f"{short}: c1 cv ")
+        bar = f"verdict.fast.{instrument}/output_tps_total.c4.calibration"
+        assert tags[bar].startswith(f"{short} (cv ") and tags[bar].endswith("%)")
+    for calibration_run in parent_runs(uri, "calibration"):
+        assert calibration_run.data.tags["ledger.used_by"] == result_entry["id"][:12]
+
+    note = ledger(
+        repo, "note", "Correction: the probe counted the warm-up", "--ref", result_entry["id"][:12]
+    ).stdout.strip()
+    after = sync(repo)
+    assert after.startswith("0 created, 1 updated, 2 unchanged"), after
+    tags = client(uri).get_run(run.info.run_id).data.tags
+    assert tags["ledger.notes"] == note[:12]
+    assert tags[f"ledger.note.{note[:12]}"] == "Correction: the probe counted the warm-up"
+    assert "Correction: the probe counted the warm-up" in tags["mlflow.note.content"]
+    assert tags["ledger.status"] == "active" and set(tags["ledger.calibrations"].split(", ")) == set(
+        by_instrument.values()
+    )
+    assert sync(repo).startswith("0 created, 0 updated, 3 unchanged")
+
+
 def test_ledger_run_indexes_at_once_and_a_failure_gets_its_cause(repo):
     write_committed(repo, "experiments/x.yaml", experiment_yaml(free_port(), []))
     out = ledger(repo, "run", "experiments/x.yaml").stdout
@@ -164,7 +209,6 @@ def test_an_exported_store_is_served_from_its_folder(repo, tmp_path, mlflow_serv
 
 def list_artifacts_over_http(uri: str, run_id: str) -> list[dict]:
     """What the UI's artifact browser asks for (the server resolves the run's artifact location)."""
-    import json
 
     with urllib.request.urlopen(
         f"{uri}/ajax-api/2.0/mlflow/artifacts/list?run_id={run_id}", timeout=30

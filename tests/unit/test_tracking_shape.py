@@ -19,15 +19,19 @@ from recipe_ledger.errors import InputError
 from recipe_ledger.ledger import actions
 from recipe_ledger.ledger.models import current_version
 from recipe_ledger.ledger.store import Ledger
-from recipe_ledger.tracking import runfolder, tree
+from recipe_ledger.tracking import links, runfolder, tree
 from recipe_ledger.tracking.entries import entry_spec
 from recipe_ledger.tracking.runfolder import arm_differences, arm_settings, run_folder, run_roots
 from recipe_ledger.tracking.runspec import (
+    CALIBRATIONS_TAG,
     ENTRY_TAG,
+    NOTE_CHARS,
+    NOTES_TAG,
     PROBLEMS_TAG,
     RETRACTED_PREFIX,
     STATUS_TAG,
     SYNC_TAG,
+    USED_BY_TAG,
     RunSpec,
     key,
 )
@@ -868,3 +872,146 @@ def test_a_sync_into_a_local_store_looks_entries_up_only_once_another_sync_is_se
     shared.runs[busy].status = "RUNNING"  # another box's sync, building a run right now
     report = sync_entries(shared, ledger.entries(), tmp_path / "runs", SyncReport("fake://", "x"))
     assert shared.lookups >= 25 + 29 and report.created == 29 and report.elsewhere == 1
+
+
+# ------------------------------------------------------------------------------ links: calibrations, notes
+
+
+def add_noise(ledger: Ledger, metric: str, cv: float, instrument: str = "probe") -> dict:
+    """A calibration of ``metric`` (its noise at point 4), as `ledger run` records one per bar."""
+    payload = {
+        "schema_version": 2,
+        "instrument": instrument,
+        "metric": metric,
+        "method": "rl-verdict/1",
+        "fingerprint": "sha256:" + metric[0] * 64,
+        "text": f"A/A calibration: p4 cv {cv * 100:.2f}%",
+        "points": {
+            "4": {"n": 3, "mean": 100.0, "sigma": cv * 100, "cv": cv, "max_spread": cv, "samples": []}
+        },
+        "conditions": {"box": "cpu-only", "experiment": "wiring"},
+        "origin": {"how": "measured", "source": RUN_ID},
+    }
+    return ledger.append("calibration", payload, writer="box-a", git=None)
+
+
+def add_two_bar_result(ledger: Ledger) -> tuple[dict, dict, dict]:
+    """A result deciding on two metrics, each with its own calibration: the record names the first
+    (``experiment.calibration``), the second is a ref (``evidence``), as `ledger run` writes them."""
+    throughput, latency = (
+        add_noise(ledger, "output_tps_total", 0.0695),
+        add_noise(ledger, "ttft_ms_p50", 0.152),
+    )
+    payload = result_payload()
+    payload["experiment"]["calibration"] = throughput["id"]
+    payload["experiment"]["bars"] = [
+        bar(),
+        {**bar(), "metric": "ttft_ms_p50", "direction": "lower", "outcome": "no-change"},
+    ]
+    result = ledger.append("result", payload, writer="box-a", refs=[("evidence", latency["id"])], git=GIT)
+    return result, throughput, latency
+
+
+def test_a_result_links_every_calibration_its_verdicts_used_with_its_noise(ledger, tmp_path):
+    result, throughput, latency = add_two_bar_result(ledger)
+    store = FakeStore()
+    report = sync(store, ledger, tmp_path / "runs")
+    tags = store.runs[report.runs[result["id"]]].tags
+    ids = {throughput["id"][:12], latency["id"][:12]}
+    assert set(tags[CALIBRATIONS_TAG].split(", ")) == ids  # both, not only experiment.calibration
+    assert tags["calibration.probe.output_tps_total"] == f"{throughput['id'][:12]}: c4 cv 6.95% (n 3)"
+    assert tags["calibration.probe.ttft_ms_p50"] == f"{latency['id'][:12]}: c4 cv 15.20% (n 3)"
+    # The one behind each verdict, with its noise at the bar's point.
+    assert tags["verdict.fast.output_tps_total.c4.calibration"] == f"{throughput['id'][:12]} (cv 6.95%)"
+    assert tags["verdict.fast.ttft_ms_p50.c4.calibration"] == f"{latency['id'][:12]} (cv 15.20%)"
+    # And back: each calibration's run names the results that used it.
+    for calibration in (throughput, latency):
+        assert store.runs[report.runs[calibration["id"]]].tags[USED_BY_TAG] == result["id"][:12]
+    assert sync(store, ledger, tmp_path / "runs").skipped == 3  # links are stable: nothing rewritten
+
+
+def test_a_bar_is_linked_only_to_a_calibration_it_names_unambiguously():
+    def calibration(instrument: str, metric: str) -> dict:
+        return {"id": instrument, "payload": {"instrument": instrument, "metric": metric}}
+
+    bench, replay = calibration("bench", "output_tps_total"), calibration("replay", "output_tps_total")
+    named = {"metric": "replay/output_tps_total"}  # a record of several instruments names the instrument
+    assert links.bar_calibration(named, ["bench", "replay"], [bench, replay]) is replay
+    plain = {"metric": "output_tps_total"}
+    assert links.bar_calibration(plain, ["bench"], [bench]) is bench  # the only instrument
+    assert links.bar_calibration(plain, ["bench", "replay"], [bench, replay]) is None  # which one? not said
+    assert links.bar_calibration({"metric": "ttft_ms_p50"}, ["bench"], [bench]) is None
+
+
+def test_a_note_written_after_the_sync_updates_the_runs_it_refers_to_on_the_next(ledger, tmp_path):
+    runs_dir = tmp_path / "runs"
+    make_run_dir(runs_dir)
+    result, throughput, _latency = add_two_bar_result(ledger)
+    store = FakeStore()
+    first = sync(store, ledger, runs_dir)
+    run = store.runs[first.runs[result["id"]]]
+    assert NOTES_TAG not in run.tags
+    text = "Correction: the control ran with a cold page cache; " + "the effect is overstated. " * 40
+    note = actions.note(ledger, text, refs=[result["id"], throughput["id"]], writer="box-a", git=None)
+    second = sync(store, ledger, runs_dir)
+    assert (second.created, second.updated, second.skipped) == (0, 2, 1)  # the result and the calibration
+    short = note["id"][:12]
+    for entry in (result, throughput):
+        tags = store.runs[first.runs[entry["id"]]].tags
+        assert tags[NOTES_TAG] == short
+        said = tags[f"ledger.note.{short}"]
+        assert said.startswith("Correction: the control ran with a cold page cache;")
+        assert len(said) <= NOTE_CHARS and said.endswith("...[truncated]")
+        assert f"`{short}` (box-a): Correction" in tags["mlflow.note.content"]
+    assert all(NOTES_TAG not in store.runs[c].tags for c in store.child_run_ids(first.runs[result["id"]]))
+    assert sync(store, ledger, runs_dir).skipped == 3
+    # A retracted note stays listed, marked; a retracted calibration is marked on the results that used it.
+    actions.retract(ledger, note["id"], reason="wrong run", writer="box-a", git=None)
+    actions.retract(ledger, throughput["id"], reason="a noisy neighbour", writer="box-a", git=None)
+    third = sync(store, ledger, runs_dir)
+    assert third.updated == 2
+    tags = run.tags
+    assert tags[f"ledger.note.{short}"].startswith("[retracted] Correction")
+    assert tags["calibration.probe.output_tps_total"].startswith(f"{throughput['id'][:12]} (retracted): ")
+    assert tags["verdict.fast.output_tps_total.c4.calibration"].startswith(
+        f"{throughput['id'][:12]} (retracted) "
+    )
+    assert tags[STATUS_TAG] == "active"  # the result itself stands
+
+
+def test_a_status_change_alone_rewrites_the_children_a_note_does_not(ledger, tmp_path):
+    runs_dir = tmp_path / "runs"
+    make_run_dir(runs_dir)
+    result = add_result(ledger)
+    store = CountingStore()
+    run_id = sync(store, ledger, runs_dir).runs[result["id"]]
+    actions.note(ledger, "seen on box-b too", refs=[result["id"]], writer="box-a", git=None)
+    store.tagged.clear()
+    sync(store, ledger, runs_dir)
+    assert store.tagged == [run_id]  # one call, on the parent
+    assert set(store.runs[run_id].tags) >= {NOTES_TAG, STATUS_TAG}
+
+
+class CountingStore(FakeStore):
+    def __init__(self):
+        super().__init__()
+        self.tagged: list[str] = []
+
+    def set_tags(self, run_id, tags):
+        self.tagged.append(run_id)
+        super().set_tags(run_id, tags)
+
+
+def test_a_note_s_text_is_redacted_and_on_one_line(ledger, tmp_path):
+    result = add_result(ledger)
+    actions.note(ledger, f"token\n{SECRET} leaked\tin the log", refs=[result["id"]], writer="box-a", git=None)
+    store = FakeStore()
+    tags = store.runs[sync(store, ledger, tmp_path / "runs").runs[result["id"]]].tags
+    (said,) = [v for k, v in tags.items() if k.startswith("ledger.note.")]
+    assert SECRET not in said and "\n" not in said and said.startswith("token ")
+    assert SECRET not in tags["mlflow.note.content"]
+
+
+def test_the_runs_table_view_shows_the_links():
+    columns = json.loads(experiment_tags()[VIEW_TAG])["selectedColumns"]
+    assert f"tags.`{CALIBRATIONS_TAG}`" in columns and f"tags.`{NOTES_TAG}`" in columns

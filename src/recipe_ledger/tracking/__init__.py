@@ -9,6 +9,10 @@ package copies what they hold into an MLflow tracking store so people can browse
   arm x repeat x point read from ``measurements.jsonl``;
 - one run per ``calibration`` entry (nested children from the A/A ``calibration.jsonl``) and per
   ``failure`` entry (its cause and log tail as ``failure.txt``);
+- links as tags, refreshed by every sync with the status: every calibration a result's verdicts
+  used (``ledger.calibrations``, ``calibration.<instrument>.<metric>`` with its noise), the results
+  that used a calibration (``ledger.used_by``), the notes about an entry (``ledger.notes``,
+  ``ledger.note.<id>``);
 - the run folder's files as artifacts when the folder is on this box. An entry written on another
   box (no ``runs/`` folder here) is still indexed from the entry itself; its files and children are
   attached by a later sync on a box that has them.
@@ -21,6 +25,8 @@ originals on the box.
 Package map (from the ledger to the store; each module imports only those above it in this list,
 and ``mlflow`` / ``sqlite3`` each have one importer):
   runspec      what one run holds (RunSpec), the tag names sync reads back, MLflow's name rule and limits
+  links        what other entries say about an entry: a result's calibrations, a calibration's results,
+               the notes about it (tags every sync refreshes)
   runfolder    a run folder on this box: its files, one child run per (arm, repeat, point), what
                sets the arms apart
   entries      a result / calibration / failure entry as its run; status tags; redaction (pure)

@@ -6,7 +6,9 @@
 - a ``calibration``: its instrument, metric and the noise per point;
 - a ``failure``: its cause as tags and ``failure.txt`` (cause and log tail).
 
-The run folder, when it is on this box, adds files and children (``runfolder``).
+The run folder, when it is on this box, adds files and children (``runfolder``). What other entries
+say about it (its status, the notes about it, the calibrations it used: ``links``) are its mutable
+tags, refreshed by every sync.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from recipe_ledger import metrics as metric_table
 from recipe_ledger import runs
 from recipe_ledger.redact import redact_obj, redact_text
+from recipe_ledger.tracking.links import NO_LINKS, Links, link_tags, note_text, short
 from recipe_ledger.tracking.runfolder import Roots, run_folder, with_run_folder
 from recipe_ledger.tracking.runspec import (
     ENTRY_TAG,
@@ -30,6 +33,7 @@ from recipe_ledger.tracking.runspec import (
     UNITS_TAG,
     RunSpec,
     as_text,
+    bar_key,
     finite_number,
     key,
     numbers,
@@ -76,10 +80,19 @@ def script_params(entry: Mapping[str, Any]) -> dict[str, str]:
     return {key("script", path): blob for path, blob in scripts.items()}
 
 
-def status_tags(status: str, note: str, headline: str) -> dict[str, str]:
-    """The mutable tags: status, why, and the run description the UI shows on top of the run."""
+def status_tags(status: str, note: str, headline: str, notes: Sequence[str] = ()) -> dict[str, str]:
+    """The status tags: status, why, and the run description the UI shows on top of the run (with
+    the notes about the entry under the headline)."""
     description = headline if status == "active" else f"**{status.upper()}**: {note}\n\n{headline}"
+    if notes:
+        description += "\n\nNotes:\n" + "\n".join(f"- {line}" for line in notes)
     return {STATUS_TAG: status, "ledger.status_note": note or "-", "mlflow.note.content": description}
+
+
+def mutable_tags(entry: Mapping[str, Any], status: str, note: str, links: Links) -> dict[str, str]:
+    """Every tag a sync refreshes: the status tags and the links (calibrations, notes, used by)."""
+    notes = [f"`{short(n['id'])}` ({n['writer']}): {note_text(n, links)}" for n in links.notes]
+    return {**status_tags(status, note, _headline(entry), notes), **link_tags(entry, links)}
 
 
 # -- result entries
@@ -117,11 +130,6 @@ def arm_params(name: str, arm: Mapping[str, Any]) -> dict[str, str]:
         key("arm", name, "argv"): as_text(shlex.join(arm.get("argv", [])), MAX_PARAM),
         key("arm", name, "env"): as_text(arm.get("env", {}), MAX_PARAM),
     }
-
-
-def bar_key(bar: Mapping[str, Any]) -> str:
-    """``verdict.<candidate>.<metric>.c<point>``: the summary metrics' ``<arm>.c<point>`` style."""
-    return key("verdict", bar["candidate"], bar["metric"], f"c{bar['point']}")
 
 
 def bar_tags(bars: Iterable[Mapping[str, Any]]) -> dict[str, str]:
@@ -355,7 +363,13 @@ def failure_text(payload: Mapping[str, Any]) -> str:
 # -- from an entry to its run
 
 
-def entry_spec(entry: Mapping[str, Any], runs_dir: Roots, status: str = "active", note: str = "") -> RunSpec:
+def entry_spec(
+    entry: Mapping[str, Any],
+    runs_dir: Roots,
+    status: str = "active",
+    note: str = "",
+    links: Links = NO_LINKS,
+) -> RunSpec:
     """The redacted RunSpec of one indexed entry (result, calibration or failure)."""
     build = {"result": result_spec, "calibration": calibration_spec, "failure": failure_spec}[entry["kind"]]
     spec = build(entry, runs_dir)
@@ -365,7 +379,7 @@ def entry_spec(entry: Mapping[str, Any], runs_dir: Roots, status: str = "active"
         name=RETRACTED_PREFIX + spec.name if status == "retracted" else spec.name,
         tags={**spec.tags, **units_tag(spec.metrics)},
         status=final,
-        status_tags=status_tags(status, note, _headline(entry)),
+        status_tags=mutable_tags(entry, status, note, links),
         children=tuple(
             replace(
                 c,
@@ -379,9 +393,11 @@ def entry_spec(entry: Mapping[str, Any], runs_dir: Roots, status: str = "active"
     return redact_spec(spec)
 
 
-def entry_status_tags(entry: Mapping[str, Any], status: str, note: str) -> dict[str, str]:
+def entry_status_tags(
+    entry: Mapping[str, Any], status: str, note: str, links: Links = NO_LINKS
+) -> dict[str, str]:
     """Only the mutable tags of an entry's run, redacted as entry_spec would have them."""
-    return _limited(redact_obj(status_tags(status, note, _headline(entry))), MAX_TAG)
+    return _limited(redact_obj(mutable_tags(entry, status, note, links)), MAX_TAG)
 
 
 def _headline(entry: Mapping[str, Any]) -> str:

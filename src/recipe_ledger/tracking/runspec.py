@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# ledger.status, ledger.status_note and the description mirror what later entries say about an
-# entry (see entries.status_tags); every other tag, param and metric is written once.
+# ledger.status, ledger.status_note, the description and the links (links.link_tags: calibrations,
+# notes, used_by) mirror what other entries say about an entry (see entries.mutable_tags): every
+# sync refreshes them. Every other tag, param and metric is written once.
 STATUS_TAG = "ledger.status"
 ENTRY_TAG = "ledger.entry_id"
 ROLE_TAG = "ledger.role"  # "entry" on the runs sync looks up, "measurement" on their children
@@ -27,6 +28,10 @@ PROBLEMS_TAG = "ledger.run_folder_problems"  # lines of the run folder that coul
 PARENT_TAG = "mlflow.parentRunId"  # what makes the UI nest a run under another
 UNITS_TAG = "ledger.units"  # "metric=unit, ..." for the run's metrics (recipe_ledger.metrics)
 SYNC_TAG = "ledger.sync"  # "<host> <pid> <nonce> <epoch ms>": which sync process is building the run
+CALIBRATIONS_TAG = "ledger.calibrations"  # a result's calibrations: "<id12>, <id12>"
+USED_BY_TAG = "ledger.used_by"  # a calibration's results: "<id12>, <id12>"
+NOTES_TAG = "ledger.notes"  # the notes that refer to the entry: "<id12>, <id12>"
+NOTE_TAG = "ledger.note"  # ledger.note.<id12> = the note's text, cut to NOTE_CHARS
 
 # MLflow's run status says what the ledger says: a failure entry is FAILED, a retracted entry KILLED
 # (and its name starts with RETRACTED_PREFIX), everything else FINISHED. Any of them means the run
@@ -36,6 +41,7 @@ RETRACTED_PREFIX = "[retracted] "
 
 MAX_PARAM = 6000  # MLflow's limits on a param and a tag value; longer values are cut here, visibly
 MAX_TAG = 8000
+NOTE_CHARS = 500  # of a note's text on its tag (a column in the runs table); `ledger show` has it all
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,11 @@ def key(*parts: object) -> str:
     if posixpath.normpath(name) != name or name.startswith(("/", ".")):
         name = name.replace("/", "_").lstrip(".") or "_"
     return name[:250]
+
+
+def bar_key(bar: Mapping[str, Any]) -> str:
+    """``verdict.<candidate>.<metric>.c<point>``: the summary metrics' ``<arm>.c<point>`` style."""
+    return key("verdict", bar["candidate"], bar["metric"], f"c{bar['point']}")
 
 
 def ts_ms(ts: str) -> int:

@@ -1,10 +1,13 @@
 """Sync: the ledger indexed into a tracking store, idempotently, by several boxes at once.
 
 A run carries the tag ``ledger.entry_id`` and is created once (``tree.create_tree``). A later sync
-only refreshes the tags that mirror the status folded from later entries (``ledger.status``:
-active / retracted / superseded / reproduced / not-reproduced), and attaches a run folder that
-has arrived since. Params never change: MLflow refuses to change a logged param, which suits
-entries that never change either. The ledger is only read: whatever fails, nothing in it changes.
+only refreshes the tags that mirror what other entries say about it (``ledger.status``: active /
+retracted / superseded / reproduced / not-reproduced; the notes about it, its calibrations and
+their status, the results that used it: ``links``), and attaches a run folder that has arrived
+since. An entry counts as updated when one of those changed (a note written since: the runs it
+refers to), unchanged otherwise. Params never change: MLflow refuses to change a logged param,
+which suits entries that never change either. The ledger is only read: whatever fails, nothing in
+it changes.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from recipe_ledger.ledger.fold import fold_statuses
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.redact import redact_text
 from recipe_ledger.tracking.entries import INDEXED_KINDS, entry_spec, status_notes
+from recipe_ledger.tracking.links import NO_LINKS, Links, ledger_links
 from recipe_ledger.tracking.localstore import default_tracking_uri
 from recipe_ledger.tracking.mlflowstore import (
     MlflowTrackingClient,
@@ -107,12 +111,17 @@ def sync_entries(
     watch = not precheck  # an unshared store: look for other syncs now and then, precheck once seen
     statuses = fold_statuses(entries)
     notes = status_notes(entries, statuses)
+    links = ledger_links(entries, statuses)
     indexed = _group_by_entry(client.indexed_runs())
     created: dict[str, str] = {}
     todo = [e for e in entries if e["kind"] in INDEXED_KINDS]
     random.Random(session.nonce).shuffle(todo)
     for entry in todo:
-        status = (statuses.get(entry["id"], "active"), notes.get(entry["id"], ""))
+        status = (
+            statuses.get(entry["id"], "active"),
+            notes.get(entry["id"], ""),
+            links.get(entry["id"], NO_LINKS),
+        )
         found = indexed.get(entry["id"], [])
         if watch and not found and len(created) % WATCH_EVERY == 0 and _others_at_work(client, session):
             precheck, watch = True, False
@@ -151,10 +160,10 @@ def _update(
     existing: IndexedRun,
     entry: Mapping[str, Any],
     runs_dir: Roots,
-    status: tuple[str, str],
+    status: tuple[str, str, Links],
     report: SyncReport,
 ) -> bool:
-    """Refresh an indexed entry's status, and attach its run folder if it has arrived since.
+    """Refresh an indexed entry's status and links, and attach its run folder if it has arrived since.
 
     The full RunSpec (the folder's records read, every string redacted) is built only when the
     folder is to be attached: a sync of a large, already indexed ledger stays cheap.

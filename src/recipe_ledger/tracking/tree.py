@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from recipe_ledger.redact import redact_text
 from recipe_ledger.tracking.entries import entry_spec, entry_status_tags
+from recipe_ledger.tracking.links import NO_LINKS, Links
 from recipe_ledger.tracking.runspec import (
     FILES_TAG,
     MAX_TAG,
@@ -162,20 +163,29 @@ def attach_late_files(client: TrackingClient, existing: IndexedRun, spec: RunSpe
 
 
 def refresh_status(
-    client: TrackingClient, existing: IndexedRun, entry: Mapping[str, Any], status: str, note: str
+    client: TrackingClient,
+    existing: IndexedRun,
+    entry: Mapping[str, Any],
+    status: str,
+    note: str,
+    links: Links = NO_LINKS,
 ) -> bool:
-    """Mirror a new ledger status into the tags, and a retraction into the run's status and name
-    (children first: the parent's tags say it is done)."""
-    tags = entry_status_tags(entry, status, note)
+    """Mirror what the ledger now says about the entry into the tags (its status, the notes about
+    it, its calibrations: ``entries.mutable_tags``), and a retraction into the run's status and
+    name (children first: the parent's tags say it is done). Only the tags that differ are written;
+    the children only when the status changed."""
+    tags = entry_status_tags(entry, status, note, links)
     final = run_status(entry["kind"], status)
-    if all(existing.tags.get(k) == v for k, v in tags.items()) and existing.status == final:
+    changed = {k: v for k, v in tags.items() if existing.tags.get(k) != v}
+    if not changed and existing.status == final:
         return False
     end_ms = ts_ms(entry["ts"])
-    for child_id in client.child_run_ids(existing.run_id):
-        client.set_tags(child_id, {STATUS_TAG: tags[STATUS_TAG]})
-        if final == "KILLED":
-            client.finish(child_id, end_ms, final)
-    client.set_tags(existing.run_id, tags)
+    if STATUS_TAG in changed or existing.status != final:
+        for child_id in client.child_run_ids(existing.run_id):
+            client.set_tags(child_id, {STATUS_TAG: tags[STATUS_TAG]})
+            if final == "KILLED":
+                client.finish(child_id, end_ms, final)
+    client.set_tags(existing.run_id, changed)
     if existing.status != final:
         client.finish(existing.run_id, end_ms, final)
         if final == "KILLED":

@@ -19,6 +19,8 @@ DEFAULT_COLUMNS = (
     "tags.`ledger.status`",
     "tags.`ledger.kind`",
     "tags.`verdict`",
+    "tags.`ledger.calibrations`",
+    "tags.`ledger.notes`",
     "params.`arm`",
     "params.`point`",
     "params.`repeat`",
