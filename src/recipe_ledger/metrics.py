@@ -366,7 +366,10 @@ _TABLE: list[Metric] = [
         2,
         "output_tps_total over the GPUs the arm's command occupies (tensor x data x pipeline "
         "parallel sizes, Engine.gpus_used): InferenceX's tput_per_gpu",
-        {engine: "the runner: output_tps_total / Engine.gpus_used(argv)" for engine in ("vllm", "sglang")},
+        {
+            "vllm": "the runner: output_tps_total / Engine.gpus_used(argv)",
+            "sglang": "the runner: output_tps_total / Engine.gpus_used(argv)",
+        },
     ),
     Metric(
         "total_tps_per_gpu",
@@ -375,7 +378,10 @@ _TABLE: list[Metric] = [
         "total throughput per GPU",
         2,
         "total_tps over the GPUs the arm's command occupies (Engine.gpus_used)",
-        {engine: "the runner: total_tps / Engine.gpus_used(argv)" for engine in ("vllm", "sglang")},
+        {
+            "vllm": "the runner: total_tps / Engine.gpus_used(argv)",
+            "sglang": "the runner: total_tps / Engine.gpus_used(argv)",
+        },
     ),
     _bench(
         "total_tps",

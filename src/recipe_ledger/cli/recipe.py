@@ -186,7 +186,8 @@ def command_cmd(
     from recipe_ledger.recipes.command import CommandRequest, resolve_for_people, text_for_people
 
     chosen = [] if no_features else (list(features) if features else None)
-    request = CommandRequest(name, hardware, strategy, variant, chosen, nodes, engine)
+    given = str(recipes) if recipes_given() else None  # repeated in a next: command
+    request = CommandRequest(name, hardware, strategy, variant, chosen, nodes, engine, recipes=given)
     from recipe_ledger.redact import redact_obj, redact_text
 
     resolved = resolve_for_people(RecipeRoot(recipes), request)

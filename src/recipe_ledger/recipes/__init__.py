@@ -8,6 +8,7 @@ Modules:
   resolve     selection -> argv, env, image, as recipes.vllm.ai builds it (pure: an import contract)
   sglang      the same selection as SGLang's launch command: its ``sglang`` blocks, else vLLM's flags
               translated (pure)
+  sglang_flags the vLLM -> SGLang flag table: parsers, layout, memory, speculative decoding (pure)
   shell       dedupe, quoting, command lines and ``docker run`` text, byte-identical to the site
   flags       a vLLM argv read as flags (``--x v`` / ``--x=v`` / switches / multi-value)
   command     ``ledger recipe command``: resolution with the site's defaults filled in

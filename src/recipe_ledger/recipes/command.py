@@ -34,6 +34,7 @@ class CommandRequest:
     features: list[str] | None = None  # None: the site's defaults
     node_count: int | None = None
     engine: str = RECIPE_ENGINE  # one of ENGINES
+    recipes: str | None = None  # the --recipes a person gave, repeated in the commands hints suggest
 
 
 @dataclass
@@ -118,16 +119,50 @@ def resolve_for_people(root: RecipeRoot, request: CommandRequest) -> ResolvedCom
     """Resolve with the site's defaults for whatever the request leaves open, for its engine."""
     check_engine(request.engine)
     resolved = _resolve_vllm(root, request)
-    return resolved if request.engine == RECIPE_ENGINE else _as_sglang(root, resolved)
+    return resolved if request.engine == RECIPE_ENGINE else _as_sglang(root, resolved, request)
 
 
-def _as_sglang(root: RecipeRoot, vllm: ResolvedCommand) -> ResolvedCommand:
+# The single-node strategy of the same parallel design as a multi-node one.
+SINGLE_NODE_OF = {"multi_node_tep": "single_node_tep", "multi_node_dep": "single_node_dep"}
+
+
+def _single_node_strategy(root: RecipeRoot, vllm: ResolvedCommand) -> str:
+    """The single-node strategy closest to ``vllm.strategy`` that the recipe offers on its hardware."""
+    raw = root.corpus.recipe(vllm.loaded.ref)
+    hw = resolve.hardware_for(root.corpus.taxonomy, vllm.hardware)
+    offered = resolve.effective_compatible_strategies(raw)
+    for name in (SINGLE_NODE_OF.get(vllm.strategy, "single_node_tp"), "single_node_tp"):
+        if name in offered and resolve.is_strategy_supported_on_hardware(raw, name, hw):
+            return name
+    return "single_node_tp"
+
+
+def same_selection_command(
+    root: RecipeRoot, vllm: ResolvedCommand, request: CommandRequest, strategy: str
+) -> str:
+    """``ledger recipe command`` for the selection ``vllm`` resolved, with ``strategy``: the same
+    recipe, hardware, variant, features (``--no-features`` when there are none but the site would
+    enable some), engine and recipes root, so that following it changes nothing else."""
+    words = ["ledger", "recipe", "command", _name(vllm.loaded), "-H", vllm.hardware, "-v", vllm.variant]
+    words += ["-s", strategy]
+    for feature in vllm.features:
+        words += ["-f", feature]
+    raw = root.corpus.recipe(vllm.loaded.ref)
+    if not vllm.features and resolve.default_features(raw, vllm.hardware, vllm.variant):
+        words.append("--no-features")
+    words += ["--engine", request.engine]
+    words += ["--recipes", request.recipes] if request.recipes else []
+    return " ".join(shell_quote(word) for word in words)
+
+
+def _as_sglang(root: RecipeRoot, vllm: ResolvedCommand, request: CommandRequest) -> ResolvedCommand:
     """The same selection served by SGLang (single-node strategies only)."""
     if "argv" not in vllm.result:
+        single = _single_node_strategy(root, vllm)
         raise ResolutionError(
             f"{vllm.strategy} is a multi-node or PD strategy; SGLang commands are single-node here",
             where=vllm.loaded.ref,
-            hint=f"ledger recipe command {_name(vllm.loaded)} --engine sglang --strategy single_node_tp",
+            hint=same_selection_command(root, vllm, request, single),
         )
     corpus = root.corpus
     sel = resolve.Selection(

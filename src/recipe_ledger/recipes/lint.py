@@ -106,12 +106,15 @@ def sglang_blocks(data: Any, path: PathKey = ()) -> Iterator[tuple[PathKey, Any]
 
 def _is_read_block(path: PathKey) -> bool:
     """The places recipes.sglang reads: model, variants.<v>, hardware_overrides.<hw>,
-    variants.<v>.hardware_overrides.<hw>."""
+    variants.<v>.hardware_overrides.<hw>, strategy_overrides.<s>,
+    strategy_overrides.<s>.hardware_overrides.<hw>."""
     shapes = {
         ("model", SGLANG_KEY),
         ("variants", "*", SGLANG_KEY),
         ("hardware_overrides", "*", SGLANG_KEY),
         ("variants", "*", "hardware_overrides", "*", SGLANG_KEY),
+        ("strategy_overrides", "*", SGLANG_KEY),
+        ("strategy_overrides", "*", "hardware_overrides", "*", SGLANG_KEY),
     }
     return any(
         len(shape) == len(path) and all(s in ("*", p) for s, p in zip(shape, path, strict=True))
@@ -216,7 +219,8 @@ def check_sglang_blocks(item: LoadedRecipe, vocab: Vocabulary) -> Iterator[LintW
                 path,
                 "sglang-block-ignored",
                 f"{format_path(path)} is never read: sglang blocks apply under model, variants.<v>, "
-                "hardware_overrides.<hw> and variants.<v>.hardware_overrides.<hw>",
+                "hardware_overrides.<hw>, variants.<v>.hardware_overrides.<hw>, strategy_overrides.<s> "
+                "and strategy_overrides.<s>.hardware_overrides.<hw>",
             )
             continue
         args = block.get("args") if isinstance(block, dict) else None

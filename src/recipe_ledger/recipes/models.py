@@ -9,7 +9,8 @@ Our additions (the "superset"), all optional so that upstream recipes stay valid
 - ``features.<name>.conflicts_with``: features that must not be enabled together with this one;
 - ``memory``: the checkpoint's components for ``ledger fit``;
 - ``sglang``: SGLang's own launch args, env, port and image (``model``, ``variants.<v>``,
-  ``hardware_overrides.<hw>``, ``variants.<v>.hardware_overrides.<hw>``; see ``recipes/sglang.py``);
+  ``hardware_overrides.<hw>``, ``variants.<v>.hardware_overrides.<hw>``, ``strategy_overrides.<s>``,
+  ``strategy_overrides.<s>.hardware_overrides.<hw>``; see ``recipes/sglang.py``);
 - ``hardware_notes`` is upstream; ``box`` profiles live in ``recipes/boxes/`` (see ``boxes.py``).
 """
 
@@ -98,8 +99,9 @@ SGLANG_DEFAULT_PORT = 30000  # sglang.launch_server's own default (recipes.sglan
 class SglangBlock(_Closed):
     """How SGLang serves this recipe: its own flags, never vLLM's (``ledger recipe lint`` checks).
 
-    Blocks are merged model -> variant -> hardware -> variant x hardware, the later winning per flag,
-    like vLLM's layers. A selection with any block takes its args from the blocks alone; without one,
+    Blocks are merged model -> variant -> hardware -> variant x hardware -> strategy -> strategy x
+    hardware, the later winning per flag, like vLLM's layers. A selection with any block takes its
+    args from the blocks alone, on top of the strategy's parallel layout (translated); without one,
     the resolved vLLM flags are translated where SGLang has a clear equivalent."""
 
     args: Args = Field(default_factory=list, description="sglang.launch_server flags, e.g. --tp-size 8.")
@@ -219,11 +221,12 @@ class StrategyOverride(_Open):
     extra_env: Env = Field(default_factory=dict)
     env: Env = Field(default_factory=dict)
     vllm_args: Args = Field(default_factory=list)
-    hardware_overrides: dict[str, HardwareOverride] = Field(default_factory=dict)
+    hardware_overrides: dict[str, SglangHardwareOverride] = Field(default_factory=dict)
     prefill: PdRole | None = None
     decode: PdRole | None = None
     router: dict[str, Any] | None = None
     pool_modes: Any = None
+    sglang: SglangBlock | None = None  # ours: SGLang's flags for this strategy's layout
 
 
 class Dependency(_Open):

@@ -4,27 +4,37 @@ Pure, like ``recipes.resolve`` (the same import contract): it takes a resolved v
 recipe is the loaded form that ``models.Recipe`` validated (the blocks are plain dicts here), and
 returns ``python -m sglang.launch_server --model-path MODEL ... --port PORT`` as argv, env and text.
 
-Two sources, never mixed for the same layer:
+Two sources for the serving flags, never mixed for the same selection:
 - ``sglang`` blocks (``model``, ``variants.<v>``, ``hardware_overrides.<hw>``,
-  ``variants.<v>.hardware_overrides.<hw>``; a hardware key is the exact id, else the generation, else
-  the brand), merged in that order, a later block's flag replacing an earlier one's;
-- without any block, the resolved vLLM argv translated flag by flag (``TRANSLATED``, ``SAME_NAME``,
-  value-aware rules below). A flag without a clear equivalent is named in a warning, never dropped
-  silently. Enabled features are vLLM flags in both cases, so they are always translated.
+  ``variants.<v>.hardware_overrides.<hw>``, ``strategy_overrides.<s>``,
+  ``strategy_overrides.<s>.hardware_overrides.<hw>``; a hardware key is the exact id, else the
+  generation, else the brand), merged in that order, a later block's flag replacing an earlier one's;
+- without any block, the resolved vLLM argv translated flag by flag (``recipes.sglang_flags``: the
+  table, read from both engines' parsers and parser registries). A flag that is not carried over is
+  named in a warning with the reason, never dropped silently.
 
-The flag names come from the argparse parsers of SGLang 0.5.23 (``ServerArgs.add_cli_args``) and
-vLLM 0.32.0 (``vllm serve``), dumped on 2026-12-01; keep them in step when either engine moves.
+In both cases the parallel layout comes from the selection's strategy (vLLM's TP/DP/EP/PP sizes
+translated; a block's own --tp-size... replaces it), enabled features (vLLM flags in every recipe)
+are translated on top, and a multimodal recipe served with images gets --enable-multimodal.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from recipe_ledger.recipes import resolve
 from recipe_ledger.recipes.flags import LaunchCommand, last_value, parse_flags
+from recipe_ledger.recipes.sglang_flags import (
+    SGLANG_VERSION,
+    Translation,
+    VllmArgs,
+    implies_multimodal,
+    layout_args,
+    required_by_sglang,
+    translate_env,
+    translate_vllm_args,
+)
 from recipe_ledger.recipes.shell import LINE_JOIN, command_lines, docker_meta, js_str
 
 # The engines a recipe renders a command for: its own (recipes are vLLM commands) and SGLang's
@@ -33,72 +43,9 @@ from recipe_ledger.recipes.shell import LINE_JOIN, command_lines, docker_meta, j
 RECIPE_ENGINE = "vllm"
 ENGINES = (RECIPE_ENGINE, "sglang")
 SGLANG_DEFAULT_PORT = 30000  # sglang.launch_server's own default (ServerArgs.port)
-SGLANG_VERSION = "0.5.23"  # the version the flag tables and the default image come from
 LAUNCH_PROGRAM = ("python", "-m", "sglang.launch_server")  # argv[0]: the launcher puts its venv's python
 # The official images are CUDA builds; other platforms have no published default we trust.
 DEFAULT_IMAGES = {"nvidia": f"lmsysorg/sglang:v{SGLANG_VERSION}"}
-
-# vLLM flag -> the SGLang flag that means the same thing, values unchanged (both parse
-# --max-model-len/--context-length with the same human-readable integers: 128k, 1M).
-TRANSLATED = {
-    "--tensor-parallel-size": "--tp-size",
-    "-tp": "--tp-size",
-    "--pipeline-parallel-size": "--pp-size",
-    "-pp": "--pp-size",
-    "--data-parallel-size": "--dp-size",
-    "-dp": "--dp-size",
-    "--max-model-len": "--context-length",
-    "--max-num-seqs": "--max-running-requests",
-    "--tokenizer": "--tokenizer-path",
-    "--seed": "--random-seed",
-    "--no-enable-prefix-caching": "--disable-radix-cache",
-}
-# Flags both engines spell alike and read alike.
-SAME_NAME = frozenset(
-    {
-        "--served-model-name",
-        "--trust-remote-code",
-        "--dtype",
-        "--revision",
-        "--download-dir",
-        "--chat-template",
-        "--api-key",
-        "--host",
-    }
-)
-# vLLM flags that ask for what SGLang does by default: nothing to pass.
-SGLANG_DEFAULTS = {"--enable-prefix-caching": "SGLang's radix (prefix) cache is on by default"}
-# Flags whose meaning differs although a similar flag exists: always named, with the reason.
-NOT_EQUIVALENT = {
-    "--gpu-memory-utilization": (
-        "vLLM's fraction is of the whole GPU for the whole instance (weights, activations and KV "
-        "cache); SGLang's --mem-fraction-static is the fraction for weights plus the KV pool only, "
-        "the rest left to activations, so the same number gives a different KV budget: set "
-        "--mem-fraction-static (or --max-total-tokens) in the recipe's sglang block"
-    ),
-    "--max-num-batched-tokens": (
-        "vLLM's per-step token budget has no single SGLang flag (--chunked-prefill-size and "
-        "--max-prefill-tokens split it)"
-    ),
-    "--enable-expert-parallel": "SGLang takes an expert-parallel size (--ep-size N), not a switch",
-    "--cpu-offload-gb": "both engines have it, but SGLang's reserves host RAM rather than offloading weights",
-    "--port": f"SGLang listens on {SGLANG_DEFAULT_PORT} unless an sglang block sets port",
-}
-# SGLang 0.5.23's --kv-cache-dtype choices; vLLM's plain "fp8" is its fp8_e4m3.
-_KV_CACHE_DTYPES = {"auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16"}
-_KV_CACHE_RENAMED = {"fp8": "fp8_e4m3"}
-# SGLang 0.5.23's --quantization choices that vLLM also offers under the same name.
-_QUANTIZATIONS = {"awq", "fp8", "gptq", "marlin", "gptq_marlin", "awq_marlin", "bitsandbytes", "gguf"}
-_QUANTIZATIONS |= {"modelopt", "modelopt_fp4", "w8a8_int8", "w8a8_fp8", "moe_wna16", "mxfp4"}
-_QUANTIZATIONS |= {"compressed-tensors", "quark"}
-# vLLM speculative methods with an SGLang algorithm of the same design.
-_SPEC_ALGORITHMS = {
-    "eagle": "EAGLE",
-    "eagle3": "EAGLE3",
-    "mtp": "NEXTN",
-    "deepseek_mtp": "NEXTN",
-    "draft_model": "STANDALONE",
-}
 
 # For the lint: distinctive flags of one engine that the other engine's parser rejects. Small on
 # purpose (the flags people carry over by habit), from the same two parsers as above.
@@ -132,7 +79,17 @@ SGLANG_ONLY_FLAGS = frozenset(
         "--speculative-eagle-topk",
         "--speculative-num-draft-tokens",
         "--speculative-draft-model-path",
+        "--speculative-dspark-block-size",
         "--device",
+        "--attn-dp-size",
+        "--enable-dp-lm-head",
+        "--mm-enable-dp-encoder",
+        "--enable-multimodal",
+        "--moe-runner-backend",
+        "--moe-a2a-backend",
+        "--enable-symm-mem",
+        "--json-model-override-args",
+        "--limit-mm-data-per-request",
     }
 )
 VLLM_ONLY_FLAGS = frozenset(
@@ -155,6 +112,11 @@ VLLM_ONLY_FLAGS = frozenset(
         "--distributed-executor-backend",
         "--enable-auto-tool-choice",
         "--limit-mm-per-prompt",
+        "--mm-encoder-tp-mode",
+        "--moe-backend",
+        "--hf-overrides",
+        "--kernel-config",
+        "--attention-config",
         "--tokenizer",
         "--seed",
     }
@@ -272,114 +234,20 @@ def block_layers(sel: resolve.Selection) -> Layers:
     found = _hardware_block(resolve.get(chosen, "hardware_overrides"), sel.hw)
     if found:
         layers.append((f"variants.{variant}.hardware_overrides.{found[0]}.sglang", found[1]))
+    # The strategy's own blocks: what SGLang needs for this layout only (DP attention's flags...).
+    strategy = sel.strategy_name
+    chosen_strategy = resolve.get(recipe, "strategy_overrides", strategy) if strategy else None
+    block = resolve.get(chosen_strategy, "sglang")
+    if isinstance(block, dict):
+        layers.append((f"strategy_overrides.{strategy}.sglang", block))
+    found = _hardware_block(resolve.get(chosen_strategy, "hardware_overrides"), sel.hw)
+    if found:
+        layers.append((f"strategy_overrides.{strategy}.hardware_overrides.{found[0]}.sglang", found[1]))
     return layers
 
 
 def _args(block: Block) -> list[str]:
     return [str(a) for a in block.get("args") or []]
-
-
-# ------------------------------------------------------------------------------ translation
-
-
-@dataclass
-class Translation:
-    args: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-
-def _no_equivalent(name: str) -> str:
-    return f"{name} (vLLM) has no clear SGLang equivalent; not carried over"
-
-
-def _kv_cache_dtype(values: tuple[str, ...], out: Translation) -> None:
-    value = values[0] if values else ""
-    value = _KV_CACHE_RENAMED.get(value, value)
-    if value in _KV_CACHE_DTYPES:
-        out.args += ["--kv-cache-dtype", value]
-    else:
-        out.warnings.append(f"--kv-cache-dtype {value!r} (vLLM) is not one of SGLang's; not carried over")
-
-
-def _quantization(values: tuple[str, ...], out: Translation) -> None:
-    value = values[0] if values else ""
-    if value in _QUANTIZATIONS:
-        out.args += ["--quantization", value]
-    else:
-        out.warnings.append(
-            f"--quantization {value!r} (vLLM) is not a method SGLang names alike; not carried over"
-        )
-
-
-def _enforce_eager(values: tuple[str, ...], out: Translation) -> None:
-    # 0.5.23 deprecates --disable-cuda-graph for these two.
-    out.args += ["--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled"]
-
-
-def _speculative(values: tuple[str, ...], out: Translation) -> None:
-    """--speculative-config JSON: EAGLE-style methods map to SGLang's chain drafting (topk 1), where
-    k drafted tokens are k steps and k+1 verified tokens."""
-    try:
-        config = json.loads(values[0]) if values else None
-    except json.JSONDecodeError:
-        config = None
-    method = str(config.get("method", "")).lower() if isinstance(config, dict) else ""
-    algorithm = _SPEC_ALGORITHMS.get(method)
-    steps = config.get("num_speculative_tokens") if isinstance(config, dict) else None
-    if algorithm is None or not isinstance(steps, int) or isinstance(steps, bool):
-        out.warnings.append(
-            f"--speculative-config {values[0] if values else ''} (vLLM): no clear SGLang equivalent "
-            "for this method; not carried over (set --speculative-algorithm in the sglang block)"
-        )
-        return
-    out.args += ["--speculative-algorithm", algorithm, "--speculative-num-steps", str(steps)]
-    out.args += ["--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", str(steps + 1)]
-    if isinstance(config, dict) and config.get("model"):
-        out.args += ["--speculative-draft-model-path", str(config["model"])]
-    ignored = sorted(set(config or {}) - {"method", "num_speculative_tokens", "model"})
-    if ignored:
-        out.warnings.append(
-            f"--speculative-config keys without an SGLang flag, not carried over: {', '.join(ignored)}"
-        )
-
-
-VALUE_RULES: dict[str, Callable[[tuple[str, ...], Translation], None]] = {
-    "--kv-cache-dtype": _kv_cache_dtype,
-    "--quantization": _quantization,
-    "--enforce-eager": _enforce_eager,
-    "--speculative-config": _speculative,
-}
-
-
-def _translate_flag(name: str, values: tuple[str, ...], out: Translation) -> None:
-    if name in VALUE_RULES:
-        VALUE_RULES[name](values, out)
-    elif name in TRANSLATED:
-        out.args += [TRANSLATED[name], *values]
-    elif name in SAME_NAME:
-        out.args += [name, *values]
-    elif name in SGLANG_DEFAULTS:
-        pass  # what SGLang does anyway (README: the translation table)
-    elif name in NOT_EQUIVALENT:
-        out.warnings.append(f"{name} (vLLM) is not carried over: {NOT_EQUIVALENT[name]}")
-    else:
-        out.warnings.append(_no_equivalent(name))
-
-
-def translate_vllm_args(args: list[str] | tuple[str, ...]) -> Translation:
-    """vLLM flags as SGLang flags, with a warning naming each one that has no clear equivalent."""
-    out = Translation()
-    for flag in parse_flags([str(a) for a in args]):
-        _translate_flag(flag.name, flag.values, out)
-    return out
-
-
-def translate_env(env: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
-    """vLLM's own variables (VLLM_*) mean nothing to SGLang: named, then left out."""
-    kept = {k: str(v) for k, v in env.items() if not k.startswith("VLLM_")}
-    dropped = [k for k in env if k.startswith("VLLM_")]
-    warnings = [f"vLLM environment not carried over: {', '.join(dropped)}"] if dropped else []
-    return kept, warnings
 
 
 # ------------------------------------------------------------------------------ resolution
@@ -413,25 +281,45 @@ def _merged(earlier: list[str], later: list[str]) -> list[str]:
     return LaunchCommand(()).extended(earlier).replacing(later).render()
 
 
-def _from_blocks(layers: Layers, sel: resolve.Selection) -> tuple[Translation, dict]:
-    merged = Translation()
+def _is_multimodal(sel: resolve.Selection) -> bool:
+    tasks = resolve.get(sel.recipe, "meta", "tasks")
+    return isinstance(tasks, list) and "multimodal" in tasks
+
+
+def _without_default_sizes(args: list[str]) -> list[str]:
+    """The layout less the sizes of 1 SGLang assumes anyway: a block is SGLang's own config, the
+    strategy adds to it only what the block cannot know."""
+    kept = LaunchCommand(()).extended(args)
+    ones = {name for name, values in kept.settings().items() if values == ("1",)}
+    return kept.without(ones).render()
+
+
+def _from_blocks(layers: Layers, sel: resolve.Selection, vllm_argv: list[str]) -> tuple[Translation, dict]:
+    """The strategy's layout, then the blocks, then the enabled features translated."""
+    full = VllmArgs.read(vllm_argv)
+    merged = layout_args(full)
+    merged.args = _without_default_sizes(merged.args)
     env: dict[str, str] = {}
     for _name, block in layers:
         merged.args = _merged(merged.args, _args(block))
         env |= {str(k): str(v) for k, v in (block.get("env") or {}).items()}
     merged.warnings += _vllm_flags_in_blocks(layers)
-    features = translate_vllm_args(_feature_args(sel))
-    feature_env, env_warnings = translate_env(_feature_env(sel))
-    merged.args = _merged(merged.args, features.args)
-    merged.warnings += features.warnings + env_warnings
-    return merged, env | feature_env
+    features = translate_vllm_args(_feature_args(sel), layout=False)
+    feature_env = translate_env(_feature_env(sel))
+    merged.args = _merged(merged.args, features.args + feature_env.args)
+    if implies_multimodal(full, _is_multimodal(sel)):
+        merged.args = _merged(merged.args, ["--enable-multimodal"])
+    merged.args += required_by_sglang(merged.args)
+    merged.warnings += features.warnings + feature_env.warnings
+    return merged, env | features.env | feature_env.env
 
 
-def _from_vllm(vllm_result: dict) -> tuple[Translation, dict]:
-    translated = translate_vllm_args([str(a) for a in vllm_result["argv"][3:]])
-    env, env_warnings = translate_env(vllm_result.get("env") or {})
-    translated.warnings += env_warnings
-    return translated, env
+def _from_vllm(vllm_argv: list[str], vllm_env: dict, sel: resolve.Selection) -> tuple[Translation, dict]:
+    translated = translate_vllm_args(vllm_argv, multimodal=_is_multimodal(sel))
+    env = translate_env(vllm_env)
+    translated.args = _merged(translated.args, env.args)
+    translated.warnings += env.warnings
+    return translated, env.env | translated.env
 
 
 def _port_of(translated: Translation, layers: Layers) -> tuple[int, list[str]]:
@@ -452,7 +340,11 @@ def _image(layers: Layers, brand_key: str) -> str | None:
 def resolve_sglang(sel: resolve.Selection, vllm_result: dict) -> SglangLaunch:
     """The SGLang launch for the selection whose vLLM resolution is ``vllm_result`` (single node)."""
     layers = block_layers(sel)
-    translated, env = _from_blocks(layers, sel) if layers else _from_vllm(vllm_result)
+    vllm_argv = [str(a) for a in vllm_result["argv"][3:]]
+    if layers:
+        translated, env = _from_blocks(layers, sel, vllm_argv)
+    else:
+        translated, env = _from_vllm(vllm_argv, vllm_result.get("env") or {}, sel)
     port, port_warnings = _port_of(translated, layers)
     model = str(vllm_result["argv"][2])
     command = LaunchCommand.parse([*LAUNCH_PROGRAM, "--model-path", model])
