@@ -157,7 +157,6 @@ def _recipe_arm(
             f"arm {name!r}: engine {engine.name!r} has no recipe commands",
             hint="write the arm as a command (argv:) or a release",
         )
-    check_vendor(name, arm.hardware or box.hardware, root, box)
     # The command the recipe renders for the arm's engine (the stand-ins take vLLM's).
     request = CommandRequest(
         arm.recipe,
@@ -168,6 +167,7 @@ def _recipe_arm(
         engine=engine.recipe_engine,
     )
     resolved = resolve_for_people(root, request)
+    check_vendor(name, request.hardware, root, box)  # after resolving: a missing recipe says so first
     if "argv" not in resolved.result:
         raise InputError(
             f"arm {name!r}: {resolved.strategy} is a multi-node or PD strategy; "
