@@ -400,28 +400,40 @@ def layout_args(args: VllmArgs) -> Translation:
 Rule = Callable[[VllmArgs, str, Translation], None]
 
 
-def _tool_call_parser(args: VllmArgs, name: str, out: Translation) -> None:
-    value = args.value(name) or ""
-    sglang = TOOL_CALL_PARSER_RENAMED.get(value, value)
-    if value in TOOL_CALL_PARSER_REFUSED:
-        out.warnings.append(not_carried(f"{name} {value}", TOOL_CALL_PARSER_REFUSED[value]))
-    elif sglang in SGLANG_TOOL_CALL_PARSERS:
-        out.args += ["--tool-call-parser", sglang]
-    else:
-        reason = f"SGLang {SGLANG_VERSION} registers no tool-call parser for this format"
-        out.warnings.append(not_carried(f"{name} {value}", reason))
+def _parser_rule(
+    flag: str, kind: str, renamed: dict[str, str], refused: dict[str, str], registered: frozenset[str]
+) -> Rule:
+    """A parser flag's rule (tool calls, reasoning): refused with its reason, else passed or mapped
+    to SGLang's name when SGLang registers one, else not carried."""
+
+    def rule(args: VllmArgs, name: str, out: Translation) -> None:
+        value = args.value(name) or ""
+        sglang = renamed.get(value, value)
+        if value in refused:
+            out.warnings.append(not_carried(f"{name} {value}", refused[value]))
+        elif sglang in registered:
+            out.args += [flag, sglang]
+        else:
+            reason = f"SGLang {SGLANG_VERSION} registers no {kind} parser for this format"
+            out.warnings.append(not_carried(f"{name} {value}", reason))
+
+    return rule
 
 
-def _reasoning_parser(args: VllmArgs, name: str, out: Translation) -> None:
-    value = args.value(name) or ""
-    sglang = REASONING_PARSER_RENAMED.get(value, value)
-    if value in REASONING_PARSER_REFUSED:
-        out.warnings.append(not_carried(f"{name} {value}", REASONING_PARSER_REFUSED[value]))
-    elif sglang in SGLANG_REASONING_PARSERS:
-        out.args += ["--reasoning-parser", sglang]
-    else:
-        reason = f"SGLang {SGLANG_VERSION} registers no reasoning parser for this format"
-        out.warnings.append(not_carried(f"{name} {value}", reason))
+_tool_call_parser = _parser_rule(
+    "--tool-call-parser",
+    "tool-call",
+    TOOL_CALL_PARSER_RENAMED,
+    TOOL_CALL_PARSER_REFUSED,
+    SGLANG_TOOL_CALL_PARSERS,
+)
+_reasoning_parser = _parser_rule(
+    "--reasoning-parser",
+    "reasoning",
+    REASONING_PARSER_RENAMED,
+    REASONING_PARSER_REFUSED,
+    SGLANG_REASONING_PARSERS,
+)
 
 
 def _kv_cache_dtype(args: VllmArgs, name: str, out: Translation) -> None:
