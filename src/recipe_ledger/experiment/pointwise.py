@@ -58,15 +58,19 @@ def placeholders(text: str) -> list[str]:
     return _PLACEHOLDER.findall(text)
 
 
-def depends_on_point(value: object) -> bool:
-    """Whether ``value`` (a string, or a list or mapping of them) names ``{point}`` anywhere."""
+def names_in(value: object) -> set[str]:
+    """The placeholder names ``value`` (a string, or a list or mapping of them) holds anywhere."""
     if isinstance(value, str):
-        return "point" in placeholders(value)
-    if isinstance(value, Mapping):
-        return any(depends_on_point(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(depends_on_point(v) for v in value)
-    return False
+        return set(placeholders(value))
+    items = (
+        value.values() if isinstance(value, Mapping) else value if isinstance(value, (list, tuple)) else ()
+    )
+    return set().union(*(names_in(item) for item in items))
+
+
+def depends_on_point(value: object) -> bool:
+    """Whether ``value`` names ``{point}`` anywhere."""
+    return "point" in names_in(value)
 
 
 def fill(text: str, point: int) -> str:

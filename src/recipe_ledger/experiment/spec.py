@@ -532,28 +532,20 @@ class Experiment(_Closed):
         return self
 
     def pointwise_fields(self) -> dict[str, object]:
-        """Every value that may name ``{point}``, by where it is written: arms' argv, env and
+        """Every value that names a placeholder, by where it is written: arms' argv, env and
         overrides, instruments' options (not a command template's own fields, nor launch_sweep)."""
         fields: dict[str, object] = {}
         for name in self.arm_names:
-            arm = self.arm(name)
-            where = "control" if name == "control" else f"candidates.{name}"
-            if isinstance(arm, CommandArm):
-                fields |= {f"{where}.argv[{i}]": a for i, a in enumerate(arm.argv)}
-                fields |= {f"{where}.env.{k}": v for k, v in arm.env.items()}
-            if not isinstance(arm, StudyArm):
-                fields |= {f"{where}.overrides.args[{i}]": a for i, a in enumerate(arm.overrides.args)}
-                fields |= {f"{where}.overrides.env.{k}": v for k, v in arm.overrides.env.items()}
+            fields |= _arm_fields(name, self.arm(name))
         for instrument in self.instruments:
             fields |= {
                 f"instruments[{instrument.name}].options.{k}": v for k, v in instrument.options.items()
             }
-        return {where: value for where, value in fields.items() if _has_placeholder(value)}
+        return {where: value for where, value in fields.items() if pointwise.names_in(value)}
 
     def arm_depends_on_point(self, name: str) -> bool:
         """Whether the arm's server command or environment names ``{point}`` (relaunched per point)."""
-        prefix = "control" if name == "control" else f"candidates.{name}"
-        return any(where.startswith(prefix + ".") for where in self.pointwise_fields())
+        return pointwise.depends_on_point(list(_arm_fields(name, self.arm(name)).values()))
 
     @model_validator(mode="after")
     def _bars_fit_their_instruments(self) -> Experiment:
@@ -662,14 +654,17 @@ class Experiment(_Closed):
         return {name for name in named if not engine_registry.get(name).stand_in}
 
 
-def _has_placeholder(value: object) -> bool:
-    if isinstance(value, str):
-        return bool(pointwise.placeholders(value))
-    if isinstance(value, dict):
-        return any(_has_placeholder(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_placeholder(v) for v in value)
-    return False
+def _arm_fields(name: str, arm: RecipeArm | CommandArm | ReleaseArm | StudyArm) -> dict[str, str]:
+    """An arm's server arguments and environment, by where the file writes them."""
+    where = "control" if name == "control" else f"candidates.{name}"
+    fields: dict[str, str] = {}
+    if isinstance(arm, CommandArm):
+        fields |= {f"{where}.argv[{i}]": a for i, a in enumerate(arm.argv)}
+        fields |= {f"{where}.env.{k}": v for k, v in arm.env.items()}
+    if not isinstance(arm, StudyArm):
+        fields |= {f"{where}.overrides.args[{i}]": a for i, a in enumerate(arm.overrides.args)}
+        fields |= {f"{where}.overrides.env.{k}": v for k, v in arm.overrides.env.items()}
+    return fields
 
 
 def _params_of(arm: RecipeArm | CommandArm | ReleaseArm | StudyArm) -> dict[str, str]:
