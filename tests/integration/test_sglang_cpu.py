@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +20,8 @@ from recipe_ledger.engines.vllm import ENGINE as VLLM
 from recipe_ledger.launch import BootFailure, LaunchSpec, ProcessLauncher, ProcessServer, port_is_free
 from recipe_ledger.launch.process import group_is_gone
 
-from helpers.net import free_port
+from helpers.launching import group_members
+from helpers.net import free_port, http
 from helpers.resources import SGLANG_PYTHON, TINY_MODEL, require
 from helpers.waiting import wait_for
 
@@ -33,8 +32,6 @@ BOOT_TIMEOUT_S = 300.0  # ~15-30 s on this 2-core box; the margin is for a loade
 # Always bound the KV cache on CPU: SGLang's default memory fraction reserves ~15 GB here.
 CPU_SERVER_FLAGS = ("--device", "cpu", "--attention-backend", "torch_native", "--max-total-tokens", "16384")
 CPU_ENV = {"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"}
-# Lab boxes often export http_proxy; requests to 127.0.0.1 must not go through it.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -69,32 +66,6 @@ def sglang_spec(log_dir: Path, *extra_flags: str, run_id: str = "sglang-control-
         run_id=run_id,
         engine=VLLM,  # readiness by /health alone, as these tests always launched it
     )
-
-
-def http(method: str, url: str, body: dict | None = None, timeout_s: float = 60.0) -> tuple[int, bytes]:
-    data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
-    request = urllib.request.Request(
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
-    try:
-        with _OPENER.open(request, timeout=timeout_s) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
-
-
-def group_members(pgid: int) -> set[int]:
-    """Every live process whose process group is ``pgid`` (the server and the workers it spawned)."""
-    members = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # it exited while we looked
-        state, group = fields[0], int(fields[2])
-        if group == pgid and state != "Z":
-            members.add(int(stat.parent.name))
-    return members
 
 
 def pid_is_gone(pid: int) -> bool:

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +41,8 @@ from recipe_ledger.pipeline.measure import client_env
 from recipe_ledger.pipeline.plan import with_server_address
 from recipe_ledger.recipes.flags import LaunchCommand
 
-from helpers.net import free_port
+from helpers.launching import group_members
+from helpers.net import free_port, http
 from helpers.resources import REPO, SERVE_VLLM, TINY_MODEL, TSERVE, require
 from helpers.waiting import wait_for
 
@@ -55,8 +54,6 @@ BOOT_TIMEOUT_S = 300.0  # ~10-15 s on this 2-core box; the margin is for a loade
 CPU_ENV = {"HF_HUB_OFFLINE": "1"}
 # The arm as an experiment writes it (experiments/examples/tiny-tserve.yaml, with the model's full path).
 ARM_ARGV = ("transformers", "serve", str(TINY_MODEL), "--device", "cpu")
-# Lab boxes often export http_proxy; requests to 127.0.0.1 must not go through it.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -86,32 +83,6 @@ def tserve_spec(log_dir: Path, *extra_flags: str, run_id: str = "transformers-r1
         run_id=run_id,
         engine=ENGINE,
     )
-
-
-def http(method: str, url: str, body: dict | None = None, timeout_s: float = 120.0) -> tuple[int, bytes]:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
-    try:
-        with _OPENER.open(request, timeout=timeout_s) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
-
-
-def group_members(pgid: int) -> set[int]:
-    """Every live process whose process group is ``pgid``."""
-    members = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # it exited while we looked
-        state, group = fields[0], int(fields[2])
-        if group == pgid and state != "Z":
-            members.add(int(stat.parent.name))
-    return members
 
 
 def processes_with(*words: str) -> set[int]:

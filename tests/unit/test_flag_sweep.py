@@ -16,6 +16,8 @@ from recipe_ledger.pipeline import measure as measuring
 from recipe_ledger.pipeline import run as runner
 from recipe_ledger.pipeline.stages import plan_experiment
 
+from helpers.launching import FakeServer
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "experiments" / "examples" / "tiny-flag-sweep.yaml"
 PYDANTIC_LOG = """INFO starting
@@ -52,25 +54,6 @@ def test_the_engine_s_reason_is_its_error_line_with_the_refused_field():
     assert "max_num_seqs" in reason and "greater than or equal to 1" in reason
     assert "For further information" not in reason
     assert measuring.engine_reason("") == "the server exited before answering its health check"
-
-
-class FakeServer:
-    base_url = "http://fake"
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def reset_prefix_cache(self):
-        return True
-
-    def stop(self):
-        pass
-
-    def stop_quietly(self):
-        pass
 
 
 class FakeLauncher:

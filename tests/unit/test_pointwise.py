@@ -13,6 +13,8 @@ from recipe_ledger.experiment import pointwise
 from recipe_ledger.experiment.spec import load_experiment
 from recipe_ledger.pipeline.plan import ArmPlan, RunPlan, instrument_at
 
+from helpers.launching import FakeServer
+
 BASE = """
 schema_version: 1
 name: pw
@@ -168,22 +170,6 @@ points: [1, 4]
 bars:
   - {metric: output_tps_per_gpu, point: 4, direction: higher, min_effect: 0.1}
 """
-
-
-class FakeServer:
-    base_url = "http://fake"
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def reset_prefix_cache(self):
-        return True
-
-    def stop(self):
-        pass
 
 
 def test_a_run_relaunches_per_point_with_the_point_in_the_command_and_the_counts(tmp_path, monkeypatch):
