@@ -166,7 +166,7 @@ def test_the_block_size_is_the_traces_own_when_none_is_stated(tmp_path):
     assert replay_trace.block_size_for(path, requests, None) == 512
     summary = replay_trace.summarize(requests, 512)
     assert summary.schedule_s == pytest.approx(3537.0)  # its own timing: the last timestamp
-    assert "6 requests in 6 sessions" in summary.line() and "block size 512" in summary.line()
+    assert "6 requests in 6 sessions" in summary.for_people() and "block size 512" in summary.for_people()
     # At 64 the first blocks share 64 tokens instead of 512: the reuse the replay expects collapses.
     assert replay_trace.summarize(requests, 64).expected_cache_reuse < summary.expected_cache_reuse
 

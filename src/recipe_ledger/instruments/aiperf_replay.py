@@ -421,10 +421,10 @@ class AiperfReplay(InstrumentKind):
         if trace is None:
             shape = _shape(parsed)
             summary = summarize(list(generate_sessions(shape, 0)), shape.block_size)
-            return [f"instrument {spec.name}: a generated trace per repeat: {summary.line()}"]
+            return [f"instrument {spec.name}: a generated trace per repeat: {summary.for_people()}"]
         path, summary = trace
         shown = path.relative_to(repo) if path.is_relative_to(repo) else path
-        return [f"instrument {spec.name}: trace {shown}: {summary.line()}"]
+        return [f"instrument {spec.name}: trace {shown}: {summary.for_people()}"]
 
     def measure(self, run: PointRun) -> Measurement:
         return measure(run.clients.aiperf_bin, run.spec.options, run.ctx, env=run.client_env, repo=run.repo)

@@ -140,8 +140,8 @@ class TraceSummary:
     block_size: int = 64  # tokens per hash id the sizes above were counted with
     schedule_s: float = 0.0  # the trace's own timing: last timestamp, else the longest session's delays
 
-    def line(self) -> str:
-        """The trace as --plan prints it."""
+    def for_people(self) -> str:
+        """The trace as --plan prints it (not ``TraceRequest.line``, the file line a request came from)."""
         return (
             f"{self.requests} requests in {self.sessions} sessions, expected prefix reuse "
             f"{self.expected_cache_reuse:.1%} at block size {self.block_size}, longest prompt "
