@@ -18,6 +18,16 @@ REPO = Path(__file__).resolve().parents[2]
 FIXED_PREFIX = {"seed-000.jsonl": 18, "h200-lent.jsonl": 3, "cpu-ci-box.jsonl": 10}
 
 
+def scratch_recipes_root(root: Path) -> Path:
+    """``root`` as a recipes root with this repository's taxonomy and strategies and an empty
+    ``models/org/``, for tests that write one recipe of their own."""
+    recipes = Path(__file__).resolve().parents[2] / "recipes"
+    shutil.copy(recipes / "taxonomy.yaml", root / "taxonomy.yaml")
+    shutil.copytree(recipes / "strategies", root / "strategies")
+    (root / "models" / "org").mkdir(parents=True)
+    return root
+
+
 def fixed_ledger(root: Path) -> Path:
     """A project at ``root`` whose ledger holds the fixed prefix of the real chains."""
     (root / "ledger").mkdir(parents=True)

@@ -1,15 +1,13 @@
 """Each lint check fires on the trap it names, at the right line, and stays quiet otherwise."""
 
-import shutil
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from recipe_ledger.recipes.catalog import RecipeRoot
 from recipe_ledger.recipes.lint import Vocabulary, lint_recipe
 
-PROJECT_RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+from helpers.projects import scratch_recipes_root
 
 BASE = """\
 meta:
@@ -31,10 +29,7 @@ compatible_strategies:
 
 @pytest.fixture()
 def root(tmp_path):
-    shutil.copy(PROJECT_RECIPES / "taxonomy.yaml", tmp_path / "taxonomy.yaml")
-    shutil.copytree(PROJECT_RECIPES / "strategies", tmp_path / "strategies")
-    (tmp_path / "models" / "org").mkdir(parents=True)
-    return tmp_path
+    return scratch_recipes_root(tmp_path)
 
 
 def lint(root, extra):

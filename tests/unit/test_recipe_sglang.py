@@ -4,7 +4,6 @@ silently; the printed text and the argv agree; bad input is one line."""
 import json
 import os
 import shlex
-import shutil
 import textwrap
 from pathlib import Path
 
@@ -19,6 +18,8 @@ from recipe_ledger.recipes.command import CommandRequest, resolve_for_people, te
 from recipe_ledger.recipes.flags import LaunchCommand, flag_values, last_value
 from recipe_ledger.recipes.lint import Vocabulary, lint_recipe
 from recipe_ledger.recipes.sglang import LAUNCH_PROGRAM, SGLANG_DEFAULT_PORT, model_path, translate_vllm_args
+
+from helpers.projects import scratch_recipes_root
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT_RECIPES = REPO / "recipes"
@@ -40,10 +41,7 @@ compatible_strategies:
 
 @pytest.fixture()
 def root(tmp_path):
-    shutil.copy(PROJECT_RECIPES / "taxonomy.yaml", tmp_path / "taxonomy.yaml")
-    shutil.copytree(PROJECT_RECIPES / "strategies", tmp_path / "strategies")
-    (tmp_path / "models" / "org").mkdir(parents=True)
-    return tmp_path
+    return scratch_recipes_root(tmp_path)
 
 
 def write(root, body: str) -> RecipeRoot:

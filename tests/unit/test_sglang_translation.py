@@ -10,7 +10,6 @@ import ast
 import json
 import os
 import shlex
-import shutil
 import textwrap
 from pathlib import Path
 
@@ -34,6 +33,8 @@ from recipe_ledger.recipes.sglang_flags import (
     translate_env,
     translate_vllm_args,
 )
+
+from helpers.projects import scratch_recipes_root
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT_RECIPES = REPO / "recipes"
@@ -356,10 +357,7 @@ compatible_strategies:
 
 @pytest.fixture()
 def root(tmp_path):
-    shutil.copy(PROJECT_RECIPES / "taxonomy.yaml", tmp_path / "taxonomy.yaml")
-    shutil.copytree(PROJECT_RECIPES / "strategies", tmp_path / "strategies")
-    (tmp_path / "models" / "org").mkdir(parents=True)
-    return tmp_path
+    return scratch_recipes_root(tmp_path)
 
 
 def write(root, extra: str = "") -> RecipeRoot:
