@@ -89,3 +89,55 @@ def test_a_trace_beyond_the_served_context_is_refused_before_aiperf_runs(server,
             str(AIPERF), {"trace": "long.jsonl"}, ctx(tmp_path, server), env={}, repo=tmp_path
         )
     assert not (tmp_path / "raw" / "control-p2-r1.aiperf").exists()
+
+
+def test_a_time_bounded_replay_stops_at_its_duration_and_is_read_the_same_way(server, tmp_path):
+    # 16 sessions of 4 turns, 1-2 s of thinking between turns, 2 in flight: some 40 s of replay, cut
+    # at 4 s (no new request after it) with 10 s for the answers in flight.
+    sessions = {**SESSIONS, "sessions": 16, "think_ms": [1000, 2000]}
+    options = {
+        "generate": sessions,
+        "block_size": 128,
+        "benchmark_duration_s": 4,
+        "benchmark_grace_period_s": 10,
+    }
+    m = aiperf_replay.measure(str(AIPERF), options, ctx(tmp_path, server), env=client_env(), repo=tmp_path)
+    assert "--benchmark-duration 4 --benchmark-grace-period 10" in m.facts["aiperf_options"]
+    assert 0 < m.metrics["completed"] < 16 * 4 and m.metrics["failed"] == 0  # cut, not refused for it
+    assert m.metrics["ttft_ms_p50"] > 0 and m.metrics["duration_s"] > 0
+    assert "a duration cuts or repeats the trace" in m.facts["skipped_checks"]
+
+
+def _sharegpt(count: int) -> list[dict]:
+    topics = ["rivers", "bridges", "lighthouses", "glaciers", "orchards", "harbours"]
+    return [
+        {
+            "id": f"c{i}",
+            "conversations": [
+                {
+                    "from": "human",
+                    "value": f"Tell me three short facts about {topics[i % 6]} and why people visit them.",
+                },
+                {
+                    "from": "gpt",
+                    "value": f"Here are three facts about {topics[i % 6]}: they are old, wide and calm.",
+                },
+            ],
+        }
+        for i in range(count)
+    ]
+
+
+def test_a_public_dataset_is_read_offline_from_aiperf_s_own_cache(server, tmp_path):
+    """ShareGPT in AIPerf's HTTP cache (a small file in its format): the real AIPerf loads it
+    without network and sends its prompts; a dataset not there is refused before AIPerf runs."""
+    options = {"public_dataset": "sharegpt", "request_count": 4}
+    with pytest.raises(InputError, match="is not on this box"):
+        aiperf_replay.measure(str(AIPERF), options, ctx(tmp_path, server), env=client_env(), repo=tmp_path)
+    cached = tmp_path / ".cache" / "aiperf" / "datasets" / "ShareGPT_V3_unfiltered_cleaned_split.json"
+    cached.parent.mkdir(parents=True)
+    cached.write_text(json.dumps(_sharegpt(6)))
+    m = aiperf_replay.measure(str(AIPERF), options, ctx(tmp_path, server), env=client_env(), repo=tmp_path)
+    assert m.metrics["completed"] == 4 and m.metrics["failed"] == 0
+    assert "--input-file" not in m.argv and m.facts["dataset_place"] == str(cached)
+    assert "trace-only checks, skipped" in m.facts["skipped_checks"]

@@ -347,3 +347,50 @@ def test_sigterm_takes_the_ctrl_c_path_a_failure_entry_and_exit_130(tree):
     assert run.returncode == 130, output
     (entry,) = [e for e in Ledger.open(tree).entries() if e["kind"] == "failure"]
     assert entry["payload"]["subject"] == "wiring" and "interrupt" in entry["payload"]["cause"].lower()
+
+
+def test_arms_measured_at_their_own_points_are_compared_where_both_are(tree, monkeypatch):
+    # InferenceX sweeps each configuration over its own concurrencies: the control at 1, 2, 4, the
+    # candidate at 2, 4, 8. Each launch measures only its arm's points; the bar on all points decides
+    # the two they share, and the progress total counts what is really measured.
+    monkeypatch.chdir(tree)
+    (tree / "scripts" / "probe.py").write_text(
+        "import json, sys\nprint(json.dumps({'m': 100.0 if sys.argv[1] == 'control' else 300.0}))\n"
+    )
+    spec = study_spec() | {
+        "points": [1, 2, 4, 8],
+        "control": {"params": {"p": "a"}, "points": [1, 2, 4]},
+        "candidates": {"b": {"params": {"p": "b"}, "points": [2, 4, 8]}},
+        "bars": [{"metric": "m", "point": "all", "direction": "higher", "min_effect": 0.1}],
+    }
+    spec["instruments"][0]["command"] = [sys.executable, "scripts/probe.py", "{arm}"]
+    (tree / "experiments" / "x.yaml").write_text(json.dumps(spec))
+    git(tree, "commit", "-qam", "arms at their own points")
+    seen: list = []
+    outcome = stages.run_experiment(tree / "experiments" / "x.yaml", tree, writer="box", events=seen.append)
+    measured = {(e.arm, e.point) for e in seen if isinstance(e, events.PointMeasured)}
+    assert {p for a, p in measured if a == "control"} == {1, 2, 4}
+    assert {p for a, p in measured if a == "b"} == {2, 4, 8}
+    phases = [e for e in seen if isinstance(e, events.PhaseStarted)]
+    # 2 A/A launches x 3 points, then 2 launches per arm: 2 x 3 + 2 x 3
+    assert [(p.name, p.total_points) for p in phases] == [("calibration", 6), ("measurement", 12)]
+    assert sum(isinstance(e, events.PointMeasured) for e in seen) == 18
+    recorded = outcome.entry["payload"]["experiment"]
+    assert sorted(b["point"] for b in recorded["bars"]) == [2, 4]
+    assert recorded["arms"]["b"]["points"] == [2, 4, 8] and recorded["points"] == [1, 2, 4, 8]
+
+
+def test_the_plan_says_each_arm_points_and_those_no_bar_compares(tree):
+    from recipe_ledger.cli.progress import print_plan
+
+    spec = study_spec() | {
+        "points": [1, 2, 4, 8],
+        "control": {"params": {"p": "a"}, "points": [1, 2, 4]},
+        "candidates": {"b": {"params": {"p": "b"}, "points": [2, 4, 8]}},
+        "bars": [{"metric": "m", "point": "all", "direction": "higher", "min_effect": 0.1}],
+    }
+    (tree / "experiments" / "x.yaml").write_text(json.dumps(spec))
+    lines: list[str] = []
+    print_plan(stages.plan_experiment(tree / "experiments" / "x.yaml", tree), lines.append)
+    assert "    control at points [1, 2, 4] ([1] measured, compared by no bar)" in lines
+    assert "    b at points [2, 4, 8] ([8] measured, compared by no bar)" in lines

@@ -163,6 +163,25 @@ CARRIED = [
         "--speculative-algorithm DFLASH --speculative-num-draft-tokens 16 "
         "--speculative-draft-model-path org/d-DFlash",
     ),
+    # how drafts are sampled and verified, where SGLang does it alike (vLLM 0.32.0 config/speculative.py)
+    (  # SGLang samples DSpark drafts by default
+        '--speculative-config \'{"method":"dspark","num_speculative_tokens":7,'
+        '"draft_sample_method":"probabilistic"}\'',
+        "--speculative-algorithm DSPARK --speculative-dspark-block-size 7",
+    ),
+    (  # block verification (Sun et al.) in both
+        '--speculative-config \'{"method":"dspark","num_speculative_tokens":5,'
+        '"rejection_sample_method":"block"}\'',
+        "--speculative-algorithm DSPARK --speculative-dspark-block-size 5 "
+        "--speculative-use-block-verification",
+    ),
+    (
+        '--speculative-config \'{"method":"eagle3","model":"m","num_speculative_tokens":2,'
+        '"rejection_sample_method":"block"}\'',
+        "--speculative-algorithm EAGLE3 --speculative-num-steps 2 --speculative-eagle-topk 1 "
+        "--speculative-num-draft-tokens 3 --speculative-draft-model-path m "
+        "--speculative-use-block-verification",
+    ),
     # the rest, same meaning
     (
         "--hf-overrides '{\"num_nextn_predict_layers\": 1}'",
@@ -242,6 +261,41 @@ def test_speculative_keys_without_a_flag_are_named_the_rest_carried():
     assert out.warnings == [
         "--speculative-config keys without an SGLang flag, not carried over: enable_adaptive_verification"
     ]
+
+
+def test_greedy_dspark_drafts_are_sglangs_argmax_drafts():
+    config = {"method": "dspark", "num_speculative_tokens": 5, "draft_sample_method": "greedy"}
+    out = translate_vllm_args(["--speculative-config", json.dumps(config)])
+    assert out.env == {"SGLANG_DSPARK_USE_GREEDY_DRAFT": "1"} and out.warnings == []
+
+
+@pytest.mark.parametrize(
+    ("config", "named"),
+    [
+        # SGLang may run an MTP draft as FROZEN_KV_MTP, where block verification is refused
+        (
+            {"method": "mtp", "num_speculative_tokens": 2, "rejection_sample_method": "block"},
+            "rejection_sample_method",
+        ),
+        (
+            {"method": "dspark", "num_speculative_tokens": 5, "rejection_sample_method": "synthetic"},
+            "rejection_sample_method",
+        ),
+        (
+            {
+                "method": "eagle3",
+                "model": "m",
+                "num_speculative_tokens": 2,
+                "draft_sample_method": "probabilistic",
+            },
+            "draft_sample_method",
+        ),
+    ],
+)
+def test_sampling_keys_sglang_does_not_do_alike_are_still_named(config, named):
+    out = translate_vllm_args(["--speculative-config", json.dumps(config)])
+    assert out.warnings == [f"--speculative-config keys without an SGLang flag, not carried over: {named}"]
+    assert "--speculative-use-block-verification" not in out.args and out.env == {}
 
 
 def test_dotted_keys_replace_the_json_form_as_vllm_reads_them():
@@ -524,3 +578,190 @@ def test_deepseek_v41_flash_without_a_block_is_translated():
     assert flags["--moe-runner-backend"] == "megamoe" and flags["--kv-cache-dtype"] == "fp8_e4m3"
     assert flags["--speculative-algorithm"] == "DSPARK" and flags["--speculative-dspark-block-size"] == "5"
     assert "--enable-dp-lm-head" in flags
+
+
+def test_a_block_row_names_only_the_speculative_keys_sglang_really_drops():
+    """V4.1's DSpark config on the h200 block: probabilistic drafts are SGLang's default and block
+    verification is its flag, so neither is named; adaptive verification has no SGLang flag."""
+    recipes = RecipeRoot(PROJECT_RECIPES)
+    request = CommandRequest("deepseek-v4.1-flash", "h200", features=["spec_decoding"], engine="sglang")
+    resolved = resolve_for_people(recipes, request)
+    assert resolved.result["source"] == "sglang block"
+    flags = flag_values(resolved.argv)
+    assert flags["--speculative-algorithm"] == "DSPARK" and "--speculative-use-block-verification" in flags
+    assert resolved.warnings == [
+        "--speculative-config keys without an SGLang flag, not carried over: enable_adaptive_verification"
+    ]
+
+
+# The shipped DeepSeek-V4-Flash and GLM-5.2 blocks: the exact SGLang argv (after the program) per row,
+# its env, and what is still named. Features: tool calling, reasoning and speculative decoding.
+SPEC_FEATURES = ["tool_calling", "reasoning", "spec_decoding"]
+V4_FLASH = "deepseek-ai/DeepSeek-V4-Flash"
+V4_MODEL = ["--model-path", "deepseek-ai/DeepSeek-V4-Flash-0731"]
+V4_FEATURES = "--tool-call-parser deepseekv4 --reasoning-parser deepseek-v4 "
+V4_FEATURES += "--speculative-algorithm DSPARK --speculative-dspark-block-size 7"
+V4_REASONING_CONFIG = "--reasoning-config (vLLM) has no clear SGLang equivalent; not carried over"
+GLM = "zai-org/GLM-5.2"
+GLM_FEATURES = "--tool-call-parser glm47 --reasoning-parser glm45 --speculative-algorithm NEXTN "
+GLM_FEATURES += "--speculative-num-steps 5 --speculative-eagle-topk 1 --speculative-num-draft-tokens 6"
+AITER = {"SGLANG_USE_AITER": "1"}
+
+SHIPPED_ROWS = [
+    # Blackwell TEP: MegaMoE with the prefill chunk its per-rank token budget covers
+    (
+        V4_FLASH,
+        "b200",
+        "single_node_tep",
+        None,
+        V4_MODEL,
+        "--tp-size 8 --ep-size 8 --moe-runner-backend megamoe --chunked-prefill-size 8192 " + V4_FEATURES,
+        {},
+    ),
+    (
+        V4_FLASH,
+        "gb200",
+        "single_node_dep",
+        None,
+        V4_MODEL,
+        "--tp-size 4 --attn-dp-size 4 --ep-size 4 "
+        "--moe-runner-backend megamoe --chunked-prefill-size 8192 " + V4_FEATURES + " --enable-dp-lm-head",
+        {},
+    ),
+    # TP only, and sm_120: SGLang's default MoE runner, as vLLM keeps its own
+    (
+        V4_FLASH,
+        "b200",
+        "single_node_tp",
+        None,
+        V4_MODEL,
+        "--tp-size 8 --chunked-prefill-size 8192 --moe-runner-backend auto " + V4_FEATURES,
+        {},
+    ),
+    (
+        V4_FLASH,
+        "rtx_pro_6000_8x",
+        "single_node_tep",
+        None,
+        V4_MODEL,
+        "--tp-size 8 --ep-size 8 --chunked-prefill-size 8192 --moe-runner-backend auto " + V4_FEATURES,
+        {},
+    ),
+    # AMD: SGLang's AITER switch and vLLM's caps
+    (
+        V4_FLASH,
+        "mi355x",
+        "single_node_tep",
+        None,
+        V4_MODEL,
+        "--tp-size 8 --ep-size 8 --max-running-requests 512 --chunked-prefill-size 8192 " + V4_FEATURES,
+        AITER,
+    ),
+    (
+        GLM,
+        "mi355x",
+        "single_node_tp",
+        None,
+        ["--model-path", "zai-org/GLM-5.2-FP8"],
+        "--tp-size 8 --kv-cache-dtype fp8_e4m3 " + GLM_FEATURES,
+        AITER,
+    ),
+    (
+        GLM,
+        "mi300x",
+        "single_node_tep",
+        None,
+        ["--model-path", "zai-org/GLM-5.2-FP8"],
+        "--tp-size 8 --ep-size 8 --kv-cache-dtype fp8_e4m3 " + GLM_FEATURES,
+        AITER,
+    ),
+    (
+        GLM,
+        "mi355x",
+        "single_node_tp",
+        "mxfp4",
+        ["--model-path", "amd/GLM-5.2-MXFP4"],
+        "--tp-size 8 --kv-cache-dtype fp8_e4m3 --trust-remote-code " + GLM_FEATURES,
+        AITER,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("recipe", "hardware", "strategy", "variant", "model", "expected", "env"),
+    SHIPPED_ROWS,
+    ids=[f"{r[0].split('/')[1]}-{r[1]}-{r[2]}-{r[3] or 'default'}" for r in SHIPPED_ROWS],
+)
+def test_the_shipped_blocks_give_this_sglang_command(
+    recipe, hardware, strategy, variant, model, expected, env
+):
+    request = CommandRequest(recipe, hardware, strategy, variant, SPEC_FEATURES, engine="sglang")
+    resolved = resolve_for_people(RecipeRoot(PROJECT_RECIPES), request)
+    assert resolved.result["source"] == "sglang block"
+    assert resolved.argv == [
+        "python",
+        "-m",
+        "sglang.launch_server",
+        *model,
+        *shlex.split(expected),
+        "--port",
+        "30000",
+    ]
+    assert resolved.env == env
+    # What is left is what SGLang really does not get: V4's reasoning config (its parser needs none).
+    assert resolved.warnings == ([V4_REASONING_CONFIG] if recipe == V4_FLASH else [])
+
+
+@pytest.mark.parametrize(("recipe", "hardware"), [(V4_FLASH, "h200"), (GLM, "b200"), (GLM, "h200")])
+def test_rows_without_a_block_are_translated(recipe, hardware):
+    request = CommandRequest(recipe, hardware, "single_node_tep", None, SPEC_FEATURES, engine="sglang")
+    resolved = resolve_for_people(RecipeRoot(PROJECT_RECIPES), request)
+    flags = flag_values(resolved.argv)
+    assert resolved.result["source"] == "translated from the vLLM flags"
+    assert flags["--kv-cache-dtype"] == "fp8_e4m3" and flags["--ep-size"] == "8"
+
+
+def _vllm_matrix(corpus, ref: str) -> dict:
+    """Every (variant, strategy, hardware) vLLM result of one recipe (an error as its text)."""
+    raw = corpus.recipe(ref)
+    out = {}
+    for variant in raw["variants"]:
+        for strategy in raw["compatible_strategies"]:
+            for hardware in [*raw["meta"]["hardware"], "nvidia", "amd"]:
+                for features in ([], SPEC_FEATURES):
+                    try:
+                        got = corpus.resolve(ref, variant, strategy, hardware, list(features))
+                    except ResolutionError as error:
+                        got = {"error": str(error)}
+                    out[(variant, strategy, hardware, tuple(features))] = got
+    return out
+
+
+@pytest.mark.parametrize("ref", ["models/deepseek-ai/DeepSeek-V4-Flash.yaml", "models/zai-org/GLM-5.2.yaml"])
+def test_the_sglang_blocks_leave_the_vllm_commands_as_upstream_has_them(compat_dir, ref):
+    from recipe_ledger.recipes.corpus import Corpus
+
+    ours, upstream = Corpus(PROJECT_RECIPES), Corpus(compat_dir / "vllm-recipes")
+    theirs = _vllm_matrix(upstream, ref)
+    assert len(theirs) > 100 and _vllm_matrix(ours, ref) == theirs
+
+
+def test_the_reference_builders_v4_flash_cases_match_our_copy(compat_dir):
+    from recipe_ledger.recipes.corpus import Corpus, resolve_case
+
+    ours = Corpus(PROJECT_RECIPES)
+    cases = [json.loads(line) for line in (compat_dir / "expected-commands.jsonl").read_text().splitlines()]
+    cases = [case for case in cases if case["recipe"] == "models/deepseek-ai/DeepSeek-V4-Flash.yaml"]
+    assert len(cases) == 62
+    for case in cases:
+        expected = {key: case[key] for key in ("result", "error") if key in case}
+        assert json.dumps(resolve_case(ours, case)) == json.dumps(expected), case
+
+
+@pytest.mark.parametrize("ref", ["deepseek-ai/DeepSeek-V4-Flash", "zai-org/GLM-5.2"])
+def test_the_new_recipes_lint_without_our_own_findings(ref):
+    recipes = RecipeRoot(PROJECT_RECIPES)
+    vocab = Vocabulary.from_taxonomy(recipes.taxonomy, list(recipes.strategies))
+    codes = {warning.code for warning in lint_recipe(recipes.load(ref), vocab)}
+    # V4-Flash's upstream exact-GPU dgx_spark_gb10 overrides lose vLLM's last-wins dedupe; not ours.
+    assert codes <= {"exact-override-shadowed"}

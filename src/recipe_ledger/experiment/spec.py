@@ -49,6 +49,15 @@ Engine = Annotated[str, RegisteredName(functools.partial(engine_registry.names, 
 AnyEngine = Annotated[str, RegisteredName(engine_registry.names)]
 ENGINE_DESCRIPTION = "The serving engine of this arm; default: the experiment's engine."
 OVERRIDES_DESCRIPTION = "Flags and environment changed on top of the arm's command."
+ARM_POINTS_DESCRIPTION = (
+    "The sweep points this arm is measured at (some of the experiment's points); default: all of "
+    "them. A bar compares a candidate with the control at the points both are measured at."
+)
+
+
+def _arm_points_field() -> Any:
+    # One field, one description, on every arm kind (InferenceX sweeps each config over its own range).
+    return Field(default=None, min_length=1, max_length=MAX_POINTS, description=ARM_POINTS_DESCRIPTION)
 
 
 class _Closed(BaseModel):
@@ -94,6 +103,7 @@ class RecipeArm(_Closed):
     )
     engine: Engine | None = Field(default=None, description=ENGINE_DESCRIPTION)
     overrides: Overrides = Field(default_factory=Overrides, description=OVERRIDES_DESCRIPTION)
+    points: list[Point] | None = _arm_points_field()
 
 
 class CommandArm(_Closed):
@@ -110,6 +120,7 @@ class CommandArm(_Closed):
     )
     engine: Engine | None = Field(default=None, description=ENGINE_DESCRIPTION)
     overrides: Overrides = Field(default_factory=Overrides, description=OVERRIDES_DESCRIPTION)
+    points: list[Point] | None = _arm_points_field()
 
 
 class ReleaseArm(_Closed):
@@ -121,6 +132,7 @@ class ReleaseArm(_Closed):
     release: ShortText = Field(description="LANE@VERSION of a published release.")
     engine: Engine | None = Field(default=None, description=ENGINE_DESCRIPTION)
     overrides: Overrides = Field(default_factory=Overrides, description=OVERRIDES_DESCRIPTION)
+    points: list[Point] | None = _arm_points_field()
 
 
 class StudyArm(_Closed):
@@ -133,6 +145,7 @@ class StudyArm(_Closed):
     params: EnvMap = Field(
         default_factory=dict, description="Values the command instrument's template receives as {<param>}."
     )
+    points: list[Point] | None = _arm_points_field()
 
 
 def _arm_kind(value: Any) -> str:
@@ -506,6 +519,35 @@ class Experiment(_Closed):
         return self
 
     @model_validator(mode="after")
+    def _arm_points_are_compared(self) -> Experiment:
+        # An arm's own points are some of the sweep's, and every bar must find the control and each
+        # candidate at a point it decides: found at load, not as "no measurement" after the launches.
+        for name in self.arm_names:
+            own = self.arm(name).points or []
+            outside = sorted(set(own) - set(self.points))
+            if outside:
+                raise ValueError(
+                    f"{_where(name)}.points {outside} are not among the experiment's points "
+                    f"{self.points}: add them there (the sweep is every point any arm is measured at)"
+                )
+        for bar in self.bars:
+            for candidate in self.candidates:
+                if bar.point != "all":
+                    missing = [a for a in ("control", candidate) if bar.point not in self.arm_points(a)]
+                    if missing:
+                        raise ValueError(
+                            f"bar {bar.metric}@{bar.point}: arm {missing[0]!r} is not measured at point "
+                            f"{bar.point} (its points {self.arm_points(missing[0])})"
+                        )
+                elif not self.compared_points(bar, candidate):
+                    raise ValueError(
+                        f"bar {bar.metric} on all points: candidate {candidate!r} "
+                        f"{self.arm_points(candidate)} and the control {self.arm_points('control')} "
+                        "share no point to compare at"
+                    )
+        return self
+
+    @model_validator(mode="after")
     def _template_fields_are_known(self) -> Experiment:
         # A field no arm fills would fail as a KeyError in the middle of the run: refuse it now.
         for instrument in self.instruments:
@@ -639,6 +681,32 @@ class Experiment(_Closed):
     def arm(self, name: str) -> RecipeArm | CommandArm | ReleaseArm | StudyArm:
         return self.control if name == "control" else self.candidates[name]
 
+    def arm_points(self, name: str) -> list[int]:
+        """The sweep points arm ``name`` is measured at: its own ``points``, else the experiment's."""
+        own = self.arm(name).points
+        return [p for p in self.points if p in own] if own else list(self.points)
+
+    @property
+    def arms_have_own_points(self) -> bool:
+        return any(self.arm(name).points for name in self.arm_names)
+
+    def compared_points(self, bar: Bar | QualityBar, candidate: str | None = None) -> list[int]:
+        """The points ``bar`` decides for ``candidate``: its own point, or for ``point: all`` every
+        point where both the control and the candidate are measured; with no candidate named, the
+        points it decides for any of them (what the plan prices), in the sweep's order."""
+        if bar.point != "all":
+            return [bar.point]
+        shared = set(self.arm_points("control"))
+        chosen = [candidate] if candidate is not None else list(self.candidates)
+        wanted = {p for name in chosen for p in self.arm_points(name)} & shared
+        return [p for p in self.points if p in wanted]
+
+    def uncompared_points(self, name: str) -> list[int]:
+        """The points arm ``name`` is measured at that no bar compares (the other side is not there)."""
+        pairs = [name] if name != "control" else list(self.candidates)
+        compared = {p for bar in self.bars for c in pairs for p in self.compared_points(bar, c)}
+        return [p for p in self.arm_points(name) if p not in compared]
+
     def engine_of(self, arm_name: str) -> str:
         """The name of the engine that serves ``arm_name``: its own ``engine:``, else the
         experiment's (a study arm runs no server: "none")."""
@@ -654,9 +722,14 @@ class Experiment(_Closed):
         return {name for name in named if not engine_registry.get(name).stand_in}
 
 
+def _where(name: str) -> str:
+    """Where the file writes arm ``name``."""
+    return "control" if name == "control" else f"candidates.{name}"
+
+
 def _arm_fields(name: str, arm: RecipeArm | CommandArm | ReleaseArm | StudyArm) -> dict[str, str]:
     """An arm's server arguments and environment, by where the file writes them."""
-    where = "control" if name == "control" else f"candidates.{name}"
+    where = _where(name)
     fields: dict[str, str] = {}
     if isinstance(arm, CommandArm):
         fields |= {f"{where}.argv[{i}]": a for i, a in enumerate(arm.argv)}

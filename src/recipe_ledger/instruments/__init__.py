@@ -25,6 +25,8 @@ Package map:
                   (never str.format: no format spec, conversion or attribute access)
   aiperf_replay   agent sessions replayed through ``aiperf profile`` (kind ``aiperf_replay``), with
                   its validity signals; replay_trace writes and reads its traces
+  aiperf_datasets AIPerf's public datasets as its plugin registry names them, and where each must
+                  lie for an offline run (refused before launch when missing)
   tail            sequential cache-busted requests (kind ``tail``), refused when the cache flattered it
   probes          functional probes over /v1/chat/completions (kind ``probes``): a forced tool call
                   parsed, reasoning efforts and chat_template_kwargs accepted, a small budget that

@@ -65,6 +65,7 @@ class ArmRecord(Strict):
     image: str | None = None
     model_sha256: ContentHash | None = None  # content hash of a local model directory
     engine: str | None = None  # "vllm" or "sglang"; absent in entries recorded before engines were an axis
+    points: list[int] | None = None  # the arm's own sweep points (arm ``points:``); absent: every point
 
 
 class BarVerdict(Strict):
@@ -329,11 +330,14 @@ class RetractionPayload(Payload):
 
 class ReproductionPayload(Payload):
     kind: ClassVar[str] = "reproduction"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     target: EntryId
     outcome: Literal["reproduced", "not-reproduced", "inconclusive"]
     text: str = ""
     metrics: dict[str, float] = Field(default_factory=dict)
+    # v2: the rule that decided it (releases.reproduce.RULE); None for v1, which read the verdict's
+    # outcome (no-change reproduced, a win or a regression did not).
+    rule: str | None = None
 
 
 class NotePayload(Payload):
@@ -514,6 +518,12 @@ def validate_payload(kind: str, data: dict[str, Any] | Payload, *, where: str = 
         first = error.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "payload"
         raise InputError(f"{kind} {field}: {first['msg']}", where=where) from None
+
+
+@register_upgrade("reproduction", 1)
+def _reproduction_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
+    """v2 added the decision `rule`; a v1 reproduction keeps its recorded words and has none."""
+    return {**data, "schema_version": 2}
 
 
 @register_upgrade("result", 1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from recipe_ledger.experiment.spec import Experiment
 from recipe_ledger.pipeline.plan import RunPlan
 
 
@@ -26,10 +27,17 @@ class PhaseStarted:
     name: str  # "calibration", "measurement", "reproduction"
     launches: int
     points: int
+    total: int | None = None  # the phase's points when arms differ in theirs (arm ``points:``)
 
     @property
     def total_points(self) -> int:
-        return self.launches * self.points
+        return self.launches * self.points if self.total is None else self.total
+
+    @classmethod
+    def of_launches(cls, name: str, experiment: Experiment, arms: list[str]) -> PhaseStarted:
+        """A phase that launches ``arms`` in turn (an arm once per launch), each at its own points."""
+        counts = [len(experiment.arm_points(arm)) for arm in arms]
+        return cls(name, len(arms), max(counts, default=0), sum(counts))
 
 
 @dataclass(frozen=True)

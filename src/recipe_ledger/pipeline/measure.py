@@ -165,14 +165,14 @@ def warm_up(base_url: str, model: str, requests: int) -> None:
 def sweep(
     launch: Launch, server: RunningServer | None = None, points: list[int] | None = None
 ) -> list[PointRecord]:
-    """Every point x instrument for one launch of one arm (``points``: default all of them), against
-    ``server`` (None: a study, nothing to reach)."""
+    """Every point x instrument for one launch of one arm (``points``: default every point the arm
+    is measured at), against ``server`` (None: a study, nothing to reach)."""
     experiment = launch.experiment
     records = []
     if server is not None and experiment.server.warmup_requests:
         with launch.clock.step("warm-up"):
             warm_up(server.base_url, launch.arm.served_model, experiment.server.warmup_requests)
-    for point in experiment.points if points is None else points:
+    for point in experiment.arm_points(launch.arm.name) if points is None else points:
         for instrument in experiment.instruments:
             for sample in range(instrument.samples_per_launch):
                 records.append(measure_one(launch, instrument, point, server, sample))
@@ -273,7 +273,7 @@ def measure_launch(launch: Launch) -> list[PointRecord]:
         return sweep(launch)
     if launch.plan.launches_per_point():
         records: list[PointRecord] = []
-        for point in launch.experiment.points:
+        for point in launch.experiment.arm_points(launch.arm.name):
             records += _launch_at_point(launch, point)
         return records
     return _launch_and_sweep(launch)

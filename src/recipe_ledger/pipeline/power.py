@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from recipe_ledger import verdict as verdicts
 from recipe_ledger.pipeline.plan import RunPlan
-from recipe_ledger.pipeline.run import bar_points, to_verdict_calibration, verdict_bar
+from recipe_ledger.pipeline.run import to_verdict_calibration, verdict_bar
 
 # (instrument, metric) -> the calibration entry that stands for this run's noise, if any
 CalibrationLookup = Callable[[str, str], dict | None]
@@ -25,7 +25,7 @@ def power_plans(plan: RunPlan, calibration_of: CalibrationLookup) -> list[verdic
     for bar in experiment.speed_bars:
         entry = calibration_of(plan.experiment.instrument_of(bar).name, bar.metric)
         calibration = to_verdict_calibration(entry)
-        for point in bar_points(experiment.points, bar):
+        for point in experiment.compared_points(bar):
             refused = entry["payload"].get("conditions", {}).get(f"refused.p{point}") if entry else None
             if entry and refused:  # calibrated as refused: "no calibration" would send one to calibrate again
                 reason = (

@@ -62,8 +62,7 @@ def quality_verdicts(
     for candidate in experiment.candidates:
         for bar in experiment.quality_bars:
             instrument = experiment.instrument_of(bar).name
-            points = experiment.points if bar.point == "all" else [bar.point]
-            for point in points:
+            for point in experiment.compared_points(bar, candidate):
                 out.append(_decided(records, candidate, instrument, bar, point, alpha, several_instruments))
     return out
 

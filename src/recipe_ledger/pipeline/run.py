@@ -75,7 +75,7 @@ def calibration_key(plan: RunPlan, instrument: str, metric: str, host: dict[str,
         "control": plan.arms["control"].fingerprint,
         "instrument": [inst.kind, inst.options, inst.command],
         "metric": metric,
-        "points": exp.points,
+        "points": exp.arm_points("control"),
     }
     return "sha256:" + hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -189,11 +189,6 @@ class RunContext:
         )
 
 
-def bar_points(points: list[int], bar: SpecBar) -> list[int]:
-    """The sweep points a bar decides: its own, or every one for ``point: all``."""
-    return list(points) if bar.point == "all" else [bar.point]
-
-
 def verdict_bar(bar: SpecBar, point: int) -> verdicts.Bar:
     """A spec bar at one point, as the verdict reads it."""
     return verdicts.Bar(metric=bar.metric, point=point, direction=bar.direction, min_effect=bar.min_effect)
@@ -202,7 +197,7 @@ def verdict_bar(bar: SpecBar, point: int) -> verdicts.Bar:
 def calibrate_inline(ctx: RunContext) -> tuple[list[PointRecord], int]:
     """A/A: the control launched ``calibration.repeats`` times, before the experiment proper."""
     repeats = ctx.plan.experiment.calibration.repeats
-    ctx.events(PhaseStarted("calibration", repeats, len(ctx.plan.experiment.points)))
+    ctx.events(PhaseStarted.of_launches("calibration", ctx.plan.experiment, ["control"] * repeats))
     records: list[PointRecord] = []
     for repeat in range(1, repeats + 1):
         records += measure_launch(ctx.launch("control", repeat, CALIBRATION_TAG))
@@ -222,7 +217,8 @@ def record_calibrations(
             continue
         # Typed with int | str keys: calibrate takes either, and a Mapping is invariant in its key type.
         by_point: dict[int | str, list[float]] = {
-            p: samples(records, "control", instrument, bar.metric, p) for p in ctx.plan.experiment.points
+            p: samples(records, "control", instrument, bar.metric, p)
+            for p in ctx.plan.experiment.arm_points("control")
         }
         # A refused point (rejected at boot, flattered) has no noise to measure: it calibrates nothing.
         by_point = {p: v for p, v in by_point.items() if len(v) >= 2}
@@ -272,7 +268,9 @@ def refused_calibration(
     value the engine rejects at boot): recorded with no points and the reasons, so later runs find
     it, reuse it and do not launch the A/A again to learn the same thing; None when nothing was
     refused (the metric is simply missing: there is nothing to record)."""
-    why = {p: refusals(records, ("control",), instrument, p) for p in ctx.plan.experiment.points}
+    why = {
+        p: refusals(records, ("control",), instrument, p) for p in ctx.plan.experiment.arm_points("control")
+    }
     reasons = {f"refused.p{p}": "; ".join(texts)[:300] for p, texts in why.items() if texts}
     if not reasons:
         return None
@@ -331,7 +329,8 @@ def write_records(path: Path, records: list[PointRecord]) -> None:
 
 
 def run_schedule(ctx: RunContext) -> list[PointRecord]:
-    ctx.events(PhaseStarted("measurement", len(ctx.plan.schedule), len(ctx.plan.experiment.points)))
+    arms = [arm for arm, _ in ctx.plan.schedule]
+    ctx.events(PhaseStarted.of_launches("measurement", ctx.plan.experiment, arms))
     records: list[PointRecord] = []
     for arm_name, repeat in ctx.plan.schedule:
         records += measure_launch(ctx.launch(arm_name, repeat))
@@ -350,7 +349,7 @@ def decide_bars(
             instrument = ctx.plan.experiment.instrument_of(bar).name
             cal = cals.get((instrument, bar.metric))
             calibration = to_verdict_calibration(cal)
-            for point in bar_points(exp.points, bar):
+            for point in exp.compared_points(bar, candidate):
                 v = decide_point(records, candidate, instrument, bar, point, calibration)
                 out_v.append(v)
                 out_b.append(
@@ -409,7 +408,7 @@ def instrument_classes(plan: RunPlan, cals: dict[tuple[str, str], dict]) -> dict
         calibration = to_verdict_calibration(cals.get((instrument, bar.metric)))
         if calibration is None:
             continue
-        for point in bar_points(plan.experiment.points, bar):
+        for point in plan.experiment.compared_points(bar):
             calibrated = calibration.for_point(point)
             if calibrated is not None:
                 cls = verdicts.classify_instrument(calibrated, bar.min_effect).instrument_class
@@ -501,6 +500,7 @@ def experiment_record(
             image=arm.image,
             model_sha256=revision if revision and revision.startswith("sha256:") else None,
             engine=None if engines.get(arm.engine).stand_in else arm.engine,
+            points=exp.arm_points(name) if exp.arm(name).points else None,
         )
     instruments: dict[str, str] = {}  # name -> version
     for r in records:

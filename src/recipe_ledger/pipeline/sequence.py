@@ -37,7 +37,6 @@ from recipe_ledger.pipeline.plan import RunPlan
 from recipe_ledger.pipeline.run import (
     RunContext,
     bar_metric_name,
-    bar_points,
     launch_samples,
     repo_relative,
     to_verdict_calibration,
@@ -172,7 +171,7 @@ def start_run(
                 continue  # a quality bar rides on the same launches: pipeline.quality decides it
             instrument = exp.instrument_of(bar).name
             calibration = to_verdict_calibration(cals.get((instrument, bar.metric)))
-            for point in bar_points(exp.points, bar):
+            for point in exp.compared_points(bar, candidate):
                 noise = calibration.for_point(point) if calibration else None
                 lent = sequential.CalibrationNoise.from_point(noise) if noise and noise.n >= 2 else None
                 state = sequential.start(verdict_bar(bar, point), design, lent)
@@ -221,7 +220,7 @@ def run_sequence(ctx: RunContext, run: SequenceRun, records: list[PointRecord]) 
             return records
         order = [arm for arm in pair_order(pair, active) if f"{arm}#{pair}" not in run.launched]
         if order:
-            ctx.events(PhaseStarted(f"pair {pair}", len(order), len(ctx.plan.experiment.points)))
+            ctx.events(PhaseStarted.of_launches(f"pair {pair}", ctx.plan.experiment, order))
         for arm in order:
             started = time.monotonic()
             measured = measure_launch(ctx.launch(arm, pair))
@@ -552,7 +551,7 @@ def plan_lines(
     for bar in exp.speed_bars:
         instrument = exp.instrument_of(bar).name
         calibration = to_verdict_calibration(calibration_of(instrument, bar.metric))
-        for point in bar_points(exp.points, bar):
+        for point in exp.compared_points(bar):
             vbar = verdict_bar(bar, point)
             noise = calibration.for_point(point) if calibration else None
             if noise is not None and noise.sigma_log > 0:

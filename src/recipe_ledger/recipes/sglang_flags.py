@@ -621,10 +621,52 @@ def speculative_method(config: dict[str, Any]) -> str:
     return "mtp"
 
 
+@dataclass(frozen=True)
+class SamplingRule:
+    """How SGLang does one of vLLM's draft-sampling or verification choices, for the algorithms
+    that do it alike: nothing to pass (its default), a flag, or a variable."""
+
+    algorithms: frozenset[str]
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+
+# vLLM 0.32.0 (config/speculative.py): draft_sample_method greedy | probabilistic (sample from the
+# draft distribution), rejection_sample_method standard | synthetic | block ("block verification
+# (Sun et al.)"). SGLang 0.5.23 samples DSpark drafts by default (dspark_components: "DSpark draft
+# sampling always uses Gumbel-max"), argmax only with SGLANG_DSPARK_USE_GREEDY_DRAFT (environ.py),
+# and --speculative-use-block-verification is block verification "for EAGLE/EAGLE3 ... or for
+# sampled DFLASH/DSPARK drafts" (arg_groups/fields/spec.py; speculative_hook.py refuses the rest).
+SPEC_SAMPLING = {
+    ("draft_sample_method", "probabilistic"): SamplingRule(frozenset({"DSPARK"})),
+    ("draft_sample_method", "greedy"): SamplingRule(
+        frozenset({"DSPARK"}), env=(("SGLANG_DSPARK_USE_GREEDY_DRAFT", "1"),)
+    ),
+    ("rejection_sample_method", "block"): SamplingRule(
+        frozenset({"EAGLE", "EAGLE3", "DFLASH", "DSPARK"}), args=("--speculative-use-block-verification",)
+    ),
+}
+
+
+def _speculative_sampling(config: dict[str, Any], algorithm: str, out: Translation) -> set[str]:
+    """The sampling keys of a speculative config that SGLang's ``algorithm`` does alike, added to
+    ``out``; a key not returned is the caller's to name."""
+    carried = set()
+    for key in ("draft_sample_method", "rejection_sample_method"):
+        rule = SPEC_SAMPLING.get((key, str(config.get(key, "")).lower()))
+        if rule is None or algorithm not in rule.algorithms:
+            continue
+        out.args += [flag for flag in rule.args if flag not in out.args]
+        out.env |= dict(rule.env)
+        carried.add(key)
+    return carried
+
+
 def _speculative(args: VllmArgs, name: str, out: Translation) -> None:
     """--speculative-config (JSON or dotted keys). EAGLE-style and MTP methods map to SGLang's chain
     drafting (topk 1: k drafted tokens are k steps and k+1 verified tokens); DSpark's k is its block
-    size gamma; DFlash verifies a bonus token plus k drafts."""
+    size gamma; DFlash verifies a bonus token plus k drafts. How drafts are sampled and verified is
+    carried where SGLang does it alike (``SPEC_SAMPLING``); every other key is named."""
     config, text = args.config(name)
     if config is None:
         out.warnings.append(not_carried(f"{name} {text}", "not a JSON object"))
@@ -666,7 +708,9 @@ def _speculative(args: VllmArgs, name: str, out: Translation) -> None:
             not_carried(f"{name} {text}", reason + " (set --speculative-algorithm in the sglang block)")
         )
         return
-    ignored = sorted(set(config) - {"method", "num_speculative_tokens", "model"})
+    algorithm = chain if chain and k else method.upper()  # the SGLang algorithm just written
+    carried = _speculative_sampling(config, algorithm, out)
+    ignored = sorted(set(config) - {"method", "num_speculative_tokens", "model"} - carried)
     if ignored:
         out.warnings.append(f"{name} keys without an SGLang flag, not carried over: {', '.join(ignored)}")
 
