@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,17 @@ class FakeServer:
 
     def stop_quietly(self):
         pass
+
+
+def log_when(server, holds: Callable[[str], bool], within_s: float = 30.0) -> str:
+    """The server's log once ``holds(log)`` is true. The launcher copies a server's output into
+    its log on a thread, so a line the server printed before it answered may land a moment after
+    the answer: a check made at once would race that copy. Fails the test after ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while not holds(text := server.log_text()):
+        if time.monotonic() > deadline:
+            pytest.fail(
+                f"the server's log did not show what was expected within {within_s:.0f} s:\n{text[-2000:]}"
+            )
+        time.sleep(0.05)
+    return text

@@ -165,6 +165,31 @@ def test_every_feature_combination_resolves_in_the_page(served, browser) -> None
         assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth + 1", out)
 
 
+def test_a_recipe_page_opens_with_the_command_and_that_cell_s_evidence(served, browser) -> None:
+    """The launch command is the first thing under the title, with cURL and bench lines for the
+    same server, and the evidence beside it follows the chosen hardware."""
+    base, _ = served
+    browser.get(base + "recipes/deepseek-ai/deepseek-v4.1-flash.html")
+    order = browser.execute_script(
+        "return Array.from(document.querySelectorAll('main h1, #command, #about'))"
+        ".map(e => e.id || e.tagName)"
+    )
+    assert order == ["H1", "command", "about"]
+    for hardware in ("h200", "dgx_station_gb300"):
+        _select(browser, "b-hardware", hardware)
+        shown = [
+            block.get_attribute("data-hardware")
+            for block in browser.find_elements("css selector", "#cell-evidence .cell-evidence-for")
+            if block.is_displayed()
+        ]
+        assert shown == [hardware]
+        curl = browser.find_element("id", "builder-curl").get_attribute("textContent")
+        bench = browser.find_element("id", "builder-bench").get_attribute("textContent")
+        assert curl.startswith("curl http://localhost:") and "/v1/chat/completions" in curl
+        assert bench.startswith("vllm bench serve --model ")
+    assert _errors(browser) == []
+
+
 def test_the_builder_selection_is_kept_in_the_url(served, browser) -> None:
     base, _ = served
     browser.get(base + "recipes/deepseek-ai/deepseek-v4.1-flash.html")
@@ -185,8 +210,9 @@ def test_the_recipe_search_filters_the_index(served, browser) -> None:
     browser.get(base + "index.html")
     browser.find_element("id", "recipe-search").send_keys("deepseek")
     visible = [r for r in browser.find_elements("css selector", "#matrix tr.recipe-row") if r.is_displayed()]
-    assert [r.find_element("css selector", "th a").text for r in visible] == ["DeepSeek-V4.1-Flash"]
-    assert browser.find_element("id", "recipe-count").text.startswith("1 of ")
+    shown = [r.find_element("css selector", "th a").text for r in visible]
+    assert shown == ["DeepSeek-V4-Flash", "DeepSeek-V4.1-Flash"]  # not the tiny Qwen2, not GLM
+    assert browser.find_element("id", "recipe-count").text.startswith("2 of ")
 
 
 def test_the_timeline_filter_hides_and_shows_rows(served, browser) -> None:

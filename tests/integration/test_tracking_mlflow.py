@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,6 +75,12 @@ def children(uri: str, run_id: str) -> list:
     return store.search_runs([experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'")
 
 
+def _compare_runs(link: str) -> str:
+    """The run ids of MLflow's compare-runs link (``#/compare-runs?runs=[...]&...``), as JSON."""
+    query = urllib.parse.urlsplit(link.split("#", 1)[1]).query
+    return urllib.parse.parse_qs(query)["runs"][0]
+
+
 def assert_result_run(uri: str, result_entry: dict) -> str:
     (run,) = parent_runs(uri, "result")
     tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
@@ -87,12 +94,26 @@ def assert_result_run(uri: str, result_entry: dict) -> str:
     assert params["arm.control.fingerprint"] == record["arms"]["control"]["fingerprint"]
     assert params["instrument.probe.version"].startswith("command:")
     assert params["experiment.spec_sha256"] == record["spec_sha256"]
-    assert 25 < metrics["verdict.fast.output_tps_total.c4.effect_pct"] < 35  # a signed percentage
-    assert "verdict.fast.output_tps_total.c4.effect_pct=%" in tags["ledger.units"]
-    assert (
-        metrics["fast.c4.output_tps_total"] == result_entry["payload"]["metrics"]["fast.c4.output_tps_total"]
-    )
+    # The bars by position: the same six columns whatever the experiment (docs/mlflow.md).
+    assert tags["bar1.verdict"] == "win" and tags["bar1"].startswith("fast vs control: output_tps_total")
+    assert 25 < metrics["bar1.effect_pct"] < 35  # a signed percentage
+    assert metrics["bar1.ci_low_pct"] <= metrics["bar1.effect_pct"] <= metrics["bar1.ci_high_pct"]
+    assert "bar1.effect_pct=%" in tags["ledger.units"]
+    assert not any(name.startswith(("control.", "fast.")) for name in metrics)  # medians: on the summaries
     kids = children(uri, run.info.run_id)
+    summaries = [k for k in kids if k.data.tags.get("ledger.role") == "summary"]
+    medians = result_entry["payload"]["metrics"]
+    assert {(k.data.params["arm"], k.data.params["point"]) for k in summaries} == {
+        ("control", "4"),
+        ("fast", "4"),
+    }
+    for summary in summaries:
+        arm = summary.data.params["arm"]
+        assert summary.data.metrics["output_tps_total"] == medians[f"{arm}.c4.output_tps_total"]
+    assert sorted(summary.info.run_id for summary in summaries) == sorted(
+        json.loads(_compare_runs(tags["ledger.compare"]))
+    )
+    kids = [k for k in kids if k.data.tags.get("ledger.role") == "measurement"]
     assert len(kids) == 2 * 2 * 2  # arms x repeats x points
     assert {(k.data.params["arm"], k.data.params["repeat"], k.data.params["point"]) for k in kids} == {
         (arm, str(r), str(p)) for arm in ("control", "fast") for r in (1, 2) for p in (1, 4)
@@ -121,7 +142,7 @@ def test_sync_indexes_a_run_once_and_mirrors_a_retraction(repo):
 
     again = sync(repo)
     assert again.startswith("0 created, 0 updated, 2 unchanged"), again
-    assert len(parent_runs(uri)) == 2 and len(children(uri, run_id)) == 8
+    assert len(parent_runs(uri)) == 2 and len(children(uri, run_id)) == 8 + 2  # measurements, summaries
 
     ledger(repo, "retract", result_entry["id"][:12], "--reason", "the probe was miscalibrated")
     after = sync(repo)

@@ -146,7 +146,9 @@ def test_a_sync_fills_postgresql_and_s3_and_a_second_changes_nothing(tmp_path, s
             " WHERE experiments.name = %s AND runs.lifecycle_stage = 'active'",
             (experiment,),
         ).fetchone()
-    assert count == len(runs) + 2 * 2 * 2 + 2 * 2  # parents, the result's and the calibration's children
+    # parents, the result's measurement children (arms x repeats x points) and its summaries (one per arm
+    # at the bar's point: tracking.compare), the calibration's children
+    assert count == len(runs) + 2 * 2 * 2 + 2 + 2 * 2
     s3 = boto3.client(  # the admin's view of the bucket (moto takes any keys; start.sh's default)
         "s3",
         endpoint_url=server["TRACKING_S3_ENDPOINT"],

@@ -84,6 +84,7 @@ def test_recipes_is_offered_exactly_where_recipes_are_read():
         ("recipe", "list"),
         ("recipe", "render"),
         ("recipe", "show"),
+        ("recipe", "update"),
     }
 
 

@@ -25,6 +25,7 @@ from recipe_ledger.instruments.base import InstrumentError
 from recipe_ledger.launch import images
 from recipe_ledger.launch.images import ImageInfo
 from recipe_ledger.ledger import actions
+from recipe_ledger.ledger.models import current_version
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.pipeline import events
 from recipe_ledger.pipeline import run as runner
@@ -504,6 +505,18 @@ def test_a_clear_slowdown_is_not_reproduced_with_its_effect_and_ci(repo):
     assert outcome.outcome == "not-reproduced" and outcome.verdict.outcome == "regression"
     assert outcome.verdict.effect == pytest.approx(-0.505, abs=0.01)
     assert "not-reproduced" in reproduce.describe(outcome) and "[" in reproduce.describe(outcome)
+    assert outcome.verdict.ci_high < -outcome.verdict.bar.min_effect  # the whole CI outside
+    assert "lies outside the ±25% tolerance" in outcome.reason
+
+
+def test_a_regression_whose_ci_reaches_back_inside_the_tolerance_is_inconclusive_not_departed(repo):
+    # About 26% slower against a 25% tolerance: the verdict calls a regression, but its CI reaches
+    # back inside the tolerance, so the number is shown neither to hold nor to have departed.
+    outcome = _outcome(repo, [225.0, 228.0])
+    v = outcome.verdict
+    assert v.outcome == "regression" and v.ci_low < -v.bar.min_effect < v.ci_high
+    assert outcome.outcome == "inconclusive" and "crosses the edge of the ±25% tolerance" in outcome.reason
+    assert reproduce.describe(outcome) == f"tps_c4: inconclusive: {outcome.reason}"
 
 
 def test_reproduction_outcomes_fold_onto_the_release(repo):
@@ -548,6 +561,8 @@ def test_a_reproduction_entry_records_the_outcome_effects_and_refs(repo):
     entry = reproduce.record(ledger, plan, [outcome], [ctx], "box")
     p = entry["payload"]
     assert p["target"] == release["id"] and p["outcome"] == "reproduced"
+    assert p["rule"] == reproduce.RULE and p["schema_version"] == current_version("reproduction")
+    assert reproduce.describe(outcome) in p["text"]  # each number's line, reason and all
     assert set(p["metrics"]) >= {
         "tps_c4.published",
         "tps_c4.reproduced",

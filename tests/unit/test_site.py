@@ -60,16 +60,19 @@ def test_every_page_has_its_json_beside_it(site: Path) -> None:
 def test_index_is_a_models_by_hardware_matrix(site: Path) -> None:
     page = soup(site / "index.html")
     rows = page.select("#matrix tbody tr.recipe-row")
-    assert [r.select_one("th a").get_text() for r in rows] == [
-        "DeepSeek-V4.1-Flash",
-        "Tiny random Qwen2 (CPU)",
-    ]
+    titles = [r.select_one("th a").get_text() for r in rows]
+    assert titles == ["DeepSeek-V4-Flash", "DeepSeek-V4.1-Flash", "Tiny random Qwen2 (CPU)", "GLM-5.2"]
     header = [th.get_text() for th in page.select("#matrix thead th.hw")]
     assert {"h200", "dgx_station_gb300", "cpu_x86"} <= set(header)
-    station = rows[0].select_one('td[data-hardware="dgx_station_gb300"]')
+    dsv41_row, tiny_row = (
+        rows[titles.index("DeepSeek-V4.1-Flash")],
+        rows[titles.index("Tiny random Qwen2 (CPU)")],
+    )
+    station = dsv41_row.select_one('td[data-hardware="dgx_station_gb300"]')
     assert station.select_one(".mark-verified")
-    assert station.select_one(".badge-failures").get_text() == "5"
-    assert rows[1].select_one('td[data-hardware="cpu_x86"] .mark-verified')
+    assert station.select_one(".badge-failures").get_text() == "5 f"  # a count says what it counts
+    assert "5 failures" in station.select_one(".badge-failures")["title"]
+    assert tiny_row.select_one('td[data-hardware="cpu_x86"] .mark-verified')
 
 
 def _cells(data: dict) -> list[tuple[str, dict]]:
@@ -209,9 +212,15 @@ def test_an_experiment_page_has_arms_verdicts_and_plots(site: Path) -> None:
 
 def test_the_json_api_has_the_recipes_site_shape(site: Path) -> None:
     models = json.loads((site / "api" / "models.json").read_text())
-    assert [m["hf_id"] for m in models] == ["deepseek-ai/DeepSeek-V4.1-Flash", "recipe-ledger/tiny-qwen2"]
-    assert set(models[0]) == {"hf_id", "title", "provider", "url", "json"}
-    one = json.loads((site / models[0]["json"]).read_text())
+    assert [m["hf_id"] for m in models] == [
+        "deepseek-ai/DeepSeek-V4-Flash",
+        "deepseek-ai/DeepSeek-V4.1-Flash",
+        "recipe-ledger/tiny-qwen2",
+        "zai-org/GLM-5.2",
+    ]
+    dsv41_model = next(m for m in models if m["hf_id"] == "deepseek-ai/DeepSeek-V4.1-Flash")
+    assert set(dsv41_model) == {"hf_id", "title", "provider", "url", "json"}
+    one = json.loads((site / dsv41_model["json"]).read_text())
     assert list(one)[:3] == ["hf_id", "meta", "recommended_command"]
     assert one["recommended_command"]["hardware"] == "gb200"
     assert "compatible_strategies" not in one

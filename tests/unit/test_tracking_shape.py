@@ -7,6 +7,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,11 +20,13 @@ from recipe_ledger.errors import InputError
 from recipe_ledger.ledger import actions
 from recipe_ledger.ledger.models import current_version
 from recipe_ledger.ledger.store import Ledger
-from recipe_ledger.tracking import links, runfolder, tree
+from recipe_ledger.tracking import compare, links, runfolder, tree
+from recipe_ledger.tracking import sync as sync_module
 from recipe_ledger.tracking.entries import entry_spec
 from recipe_ledger.tracking.runfolder import arm_differences, arm_settings, run_folder, run_roots
 from recipe_ledger.tracking.runspec import (
     CALIBRATIONS_TAG,
+    COMPARE_TAG,
     ENTRY_TAG,
     NOTE_CHARS,
     NOTES_TAG,
@@ -38,7 +41,15 @@ from recipe_ledger.tracking.runspec import (
 from recipe_ledger.tracking.sync import SyncReport, refusal, sync_entries
 from recipe_ledger.tracking.tree import STALE_MS, IndexedRun, SyncSession, create_tree, stage_redacted
 from recipe_ledger.tracking.uri import check_tracking_uri, safe_uri
-from recipe_ledger.tracking.view import VIEW_TAG, browse_url, experiment_tags
+from recipe_ledger.tracking.view import (
+    LOCAL_UI,
+    VIEW_TAG,
+    browse_lines,
+    browse_url,
+    compare_url,
+    experiment_tags,
+    ui_command,
+)
 
 RUN_ID = "wiring-20260101T000000Z-abcd"
 FP_CONTROL = "sha256:" + "a" * 64
@@ -267,14 +278,15 @@ def test_a_result_maps_to_one_parent_with_verdict_tags_and_pinned_params(ledger,
     assert spec.params["experiment.spec"] == "experiments/x.yaml"
     assert spec.params["experiment.spec_sha256"] == "sha256:" + "c" * 64
     assert spec.params["script.scripts/probe.py"] == "2" * 40
-    assert spec.metrics["fast.c4.output_tps_total"] == 520.0
-    assert spec.metrics["verdict.fast.output_tps_total.c4.effect_pct"] == pytest.approx(30.0)
-    assert spec.metrics["verdict.fast.output_tps_total.c4.ci_low_pct"] == pytest.approx(28.0)
-    units = spec.tags["ledger.units"].split(", ")
-    assert (
-        "fast.c4.output_tps_total=tok/s" in units and "verdict.fast.output_tps_total.c4.effect_pct=%" in units
-    )
-    assert "verdict.fast.output_tps_total.c4.control=tok/s" in units
+    # The bar by position (columns that line up across experiments), not by candidate and metric.
+    assert spec.tags["bar1"] == "fast vs control: output_tps_total (tok/s) at c4"
+    assert spec.tags["bar1.verdict"] == "win"
+    assert spec.metrics["bar1.candidate"] == 520.0 and spec.metrics["bar1.control"] == 400.0
+    assert spec.metrics["bar1.effect_pct"] == pytest.approx(30.0)
+    assert spec.metrics["bar1.ci_low_pct"] == pytest.approx(28.0)
+    assert spec.metrics["bar1.ci_high_pct"] == pytest.approx(31.0)
+    assert not any(name.startswith(("verdict.", "fast.", "control.")) for name in spec.metrics)
+    assert "bar1.effect_pct=%" in spec.tags["ledger.units"].split(", ")
     assert spec.end_ms - spec.start_ms == 2000  # the run's duration, ending when the entry was written
 
 
@@ -465,13 +477,18 @@ class FakeStore:
     def child_run_ids(self, run_id):
         return [rid for rid, r in self.active().items() if r.parent == run_id]
 
+    def children(self, run_id, role="measurement"):
+        """The child runs of one role: "measurement" (per arm x repeat x point) or "summary"."""
+        return [rid for rid in self.child_run_ids(run_id) if self.runs[rid].tags["ledger.role"] == role]
+
     def delete_run(self, run_id):
         self.runs[run_id].deleted = True
 
 
 def sync(store: FakeStore, ledger: Ledger, runs_dir: Path) -> SyncReport:
     ledger.refresh()
-    return sync_entries(store, ledger.entries(), runs_dir, SyncReport("fake://", "recipe-ledger"))
+    report = SyncReport("http://mlflow.lab:5000", "recipe-ledger", experiment_id="7")
+    return sync_entries(store, ledger.entries(), runs_dir, report)
 
 
 def test_sync_creates_each_entry_once_and_then_skips_it(ledger, tmp_path):
@@ -485,7 +502,7 @@ def test_sync_creates_each_entry_once_and_then_skips_it(ledger, tmp_path):
     assert (first.created, first.updated, first.skipped) == (2, 0, 0)
     parent = store.runs[first.runs[result["id"]]]
     assert parent.finished and parent.tags["ledger.files"] == "attached"
-    assert len(store.child_run_ids(first.runs[result["id"]])) == 8
+    assert len(store.children(first.runs[result["id"]])) == 8
     assert SECRET not in parent.files["server-control-r1.log"]
     assert "raw/profile.bin" not in parent.files and parent.tags["ledger.files_withheld"] == "raw/profile.bin"
     count = len(store.runs)
@@ -507,7 +524,7 @@ def test_a_torn_line_in_the_run_folder_is_reported_by_the_sync_and_on_the_run(le
     assert report.problems == [f"{where}: torn last line (the run stopped mid-write?)"]
     assert f"run-folder lines not indexed: {where}" in str(report)
     parent = store.runs[report.runs[result["id"]]]
-    assert len(store.child_run_ids(report.runs[result["id"]])) == 8  # the good lines are all indexed
+    assert len(store.children(report.runs[result["id"]])) == 8  # the good lines are all indexed
     assert parent.tags[PROBLEMS_TAG].startswith(where)
 
 
@@ -570,11 +587,11 @@ def test_a_run_indexed_without_its_folder_gets_it_when_a_box_that_has_it_syncs(l
     result = add_result(ledger)
     store = FakeStore()
     run_id = sync(store, ledger, tmp_path / "runs").runs[result["id"]]
-    assert store.runs[run_id].tags["ledger.files"] == "absent" and not store.child_run_ids(run_id)
+    assert store.runs[run_id].tags["ledger.files"] == "absent" and not store.children(run_id)
     make_run_dir(tmp_path / "runs")
     report = sync(store, ledger, tmp_path / "runs")
     assert report.updated == 1 and report.runs[result["id"]] == run_id
-    assert len(store.child_run_ids(run_id)) == 8 and "measurements.jsonl" in store.runs[run_id].files
+    assert len(store.children(run_id)) == 8 and "measurements.jsonl" in store.runs[run_id].files
     assert sync(store, ledger, tmp_path / "runs").skipped == 1
 
 
@@ -785,7 +802,35 @@ def test_the_experiment_carries_a_view_the_printed_link_opens():
         url
         == "http://mlflow.lab:5000/#/experiments/7/runs?workflowType=machine_learning&viewStateShareKey=ledger"
     )
-    assert browse_url("sqlite:///x.db", "7") is None
+    assert browse_url("databricks", "7") is None and browse_url("http://mlflow.lab:5000", "") is None
+
+
+def test_a_local_store_gets_the_command_that_serves_it_and_the_address_it_serves():
+    uri = "sqlite:////home/me/my repo/mlflow.db"
+    lines = browse_lines(uri, "3")
+    assert lines == [
+        "Serve: mlflow ui --backend-store-uri 'sqlite:////home/me/my repo/mlflow.db' --port 5000",
+        f"Browse: {LOCAL_UI}/#/experiments/3/runs?workflowType=machine_learning&viewStateShareKey=ledger",
+    ]
+    assert ui_command("postgresql://mlflow:pw@db.lab/mlflow") == (
+        "mlflow ui --backend-store-uri postgresql://db.lab/mlflow --port 5000"  # no password printed
+    )
+    assert ui_command("http://mlflow.lab:5000") is None
+    assert browse_lines("http://mlflow.lab:5000", "3") == [
+        f"Browse: {browse_url('http://mlflow.lab:5000', '3')}"
+    ]
+
+
+def test_the_compare_link_is_mlflow_s_compare_route_with_its_runs_and_experiment():
+    url = compare_url("http://mlflow.lab:5000/", "7", ["aa11", "bb22"])
+    assert url is not None and url.startswith("http://mlflow.lab:5000/#/compare-runs?")
+    # What the UI's compare page reads: the query of the route, JSON lists (it decodes %-escapes).
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(url.split("#", 1)[1]).query)
+    assert json.loads(query["runs"][0]) == ["aa11", "bb22"] and json.loads(query["experiments"][0]) == ["7"]
+    assert query["workflowType"] == ["machine_learning"]
+    assert not set('"[] ') & set(url)  # a terminal keeps the link whole
+    assert compare_url("sqlite:///x.db", "7", ["aa11"]).startswith(LOCAL_UI + "/#/compare-runs?")
+    assert compare_url("databricks", "7", ["aa11"]) is None and compare_url("http://h:5000", "7", []) is None
 
 
 class SlowStore(FakeStore):
@@ -796,8 +841,8 @@ class SlowStore(FakeStore):
         self.before_finish = None
 
     def finish(self, run_id, end_ms, status="FINISHED"):
-        hook, self.before_finish = self.before_finish, None
-        if hook and self.runs[run_id].parent is None:
+        if self.before_finish and self.runs[run_id].parent is None:
+            hook, self.before_finish = self.before_finish, None
             hook()
         super().finish(run_id, end_ms, status)
 
@@ -1015,3 +1060,97 @@ def test_a_note_s_text_is_redacted_and_on_one_line(ledger, tmp_path):
 def test_the_runs_table_view_shows_the_links():
     columns = json.loads(experiment_tags()[VIEW_TAG])["selectedColumns"]
     assert f"tags.`{CALIBRATIONS_TAG}`" in columns and f"tags.`{NOTES_TAG}`" in columns
+
+
+# ------------------------------------------------------------------- bars as columns, the comparison
+
+
+def test_bars_are_columns_by_position_so_two_experiments_share_them():
+    ours = [bar(4, "win"), {**bar(1, "regression"), "candidate": "lane", "metric": "ttft_ms_p50"}]
+    theirs = [{**bar(8, "no-change"), "candidate": "ngram", "metric": "prefill_tps"}]
+    tags, metrics = compare.bar_columns(ours)
+    assert tags["bar1"] == "fast vs control: output_tps_total (tok/s) at c4" and tags["bar1.verdict"] == "win"
+    assert tags["bar2"] == "lane vs control: ttft_ms_p50 (ms) at c1" and tags["bar2.verdict"] == "regression"
+    assert metrics["bar2.effect_pct"] == pytest.approx(30.0) and metrics["bar2.mde_pct"] == pytest.approx(1.0)
+    their_tags, their_metrics = compare.bar_columns(theirs)
+    assert set(their_metrics) == {f"bar1.{m}" for m in compare.BAR_METRICS}  # the same columns as ours
+    assert set(their_metrics) < set(metrics) and set(their_tags) < set(tags)
+    partial = compare.bar_columns([{**bar(), "ci_low": None, "value": float("nan")}])[1]
+    assert "bar1.ci_low_pct" not in partial and "bar1.candidate" not in partial  # not a number: no cell
+
+
+def test_a_result_gets_a_summary_child_per_compared_arm_and_point():
+    payload = result_payload()
+    record = payload["experiment"]
+    record["bars"] = [bar(4), bar(1)]
+    summary = {"control.c4.output_tps_total": 400.0, "fast.c4.output_tps_total": 520.0}
+    summary |= {"fast.c4.ttft_ms_p50": 12.5, "control.c1.output_tps_total": 100.0, "fast.c9.x": 1.0}
+    parent = RunSpec("p", {ENTRY_TAG: "e" * 64, "ledger.kind": "result", "box": "cpu-only"}, {})
+    specs, opened = compare.summary_specs(record, summary, parent)
+    assert [(s.params["arm"], s.params["point"]) for s in specs] == [
+        ("control", "4"),
+        ("fast", "4"),
+        ("control", "1"),
+        ("fast", "1"),
+    ]
+    assert specs[1].metrics == {"output_tps_total": 520.0, "ttft_ms_p50": 12.5}  # plain names
+    assert specs[2].metrics == {"output_tps_total": 100.0} and specs[3].metrics == {}
+    assert specs[1].params["repeat"] == "median" and specs[1].tags["ledger.role"] == "summary"
+    assert specs[1].params["arm_fingerprint"] == FP_FAST and specs[1].params["flag.fast"] == "true"
+    assert specs[0].params["flag.fast"] == "-" and specs[0].tags["box"] == "cpu-only"
+    assert opened == (0, 1)  # the first bar's point: control, then its candidate
+
+
+def test_sync_links_each_new_result_to_the_comparison_of_its_control_and_candidate(ledger, tmp_path):
+    result = add_result(ledger)
+    store = FakeStore()
+    report = sync(store, ledger, tmp_path / "runs")
+    run_id = report.runs[result["id"]]
+    summaries = store.children(run_id, "summary")
+    assert [store.runs[s].name for s in summaries] == ["control c4 (median)", "fast c4 (median)"]
+    assert store.runs[summaries[1]].spec.metrics == {"output_tps_total": 520.0}
+    assert store.runs[summaries[1]].status == "FINISHED"
+    link = store.runs[run_id].tags[COMPARE_TAG]
+    assert link == compare_url("http://mlflow.lab:5000", "7", summaries)
+    assert f"Compare {RUN_ID}: {link}" in str(report).splitlines()
+    assert str(report).splitlines()[1].startswith("Browse: http://mlflow.lab:5000/#/experiments/7/runs?")
+    again = sync(store, ledger, tmp_path / "runs")
+    assert again.skipped == 1 and "Compare " not in str(again)  # printed once, when the result is new
+
+    make_run_dir(tmp_path / "runs")  # the run folder arrives: the children are made again
+    sync(store, ledger, tmp_path / "runs")
+    fresh = store.children(run_id, "summary")
+    assert len(fresh) == 2 and not set(fresh) & set(summaries)
+    assert store.runs[run_id].tags[COMPARE_TAG] == compare_url("http://mlflow.lab:5000", "7", fresh)
+
+
+def test_a_sync_prints_a_few_comparison_links_and_says_where_the_rest_are():
+    report = SyncReport("http://h:5000", "x", experiment_id="1")
+    for n in range(sync_module.COMPARES_PRINTED + 2):
+        report.compare_link(f"entry{n}", f"run{n}")([f"a{n}", f"b{n}"])
+    lines = str(report).splitlines()
+    assert sum(line.startswith("Compare ") for line in lines) == sync_module.COMPARES_PRINTED
+    assert lines[-1] == f"(and 2 more new results: their tag {COMPARE_TAG} has the link)"
+
+
+def test_every_metric_column_of_the_view_is_filled_on_a_parent_or_a_child(ledger, tmp_path):
+    make_run_dir(tmp_path / "runs")
+    spec = entry_spec(add_result(ledger), tmp_path / "runs")
+    columns = json.loads(experiment_tags()[VIEW_TAG])["selectedColumns"]
+    metrics = [c.split("`")[1] for c in columns if c.startswith("metrics.")]
+    on_parent = [m for m in metrics if m in spec.metrics]
+    assert {"bar1.effect_pct", "bar1.ci_low_pct", "bar1.ci_high_pct", "bar1.candidate"} <= set(on_parent)
+    on_children = {m for child in spec.children for m in child.metrics}
+    assert "output_tps_total" in on_children
+    assert f"tags.`{compare.bar_name(1)}`" in columns and "tags.`verdict`" in columns
+
+
+def test_a_summary_names_its_medians_as_the_measurement_children_do():
+    medians = {"bench/output_tps_total": 5.0, "replay/output_tps_total": 6.0, "bench/ttft_ms_p50": 7.0}
+    # The run's first instrument keeps the plain name; the second one's colliding name gets its prefix.
+    assert compare.child_names(medians, ["replay", "bench"]) == {
+        "output_tps_total": 6.0,
+        "bench.output_tps_total": 5.0,
+        "ttft_ms_p50": 7.0,
+    }
+    assert compare.child_names({"output_tps_total": 1.0}) == {"output_tps_total": 1.0}

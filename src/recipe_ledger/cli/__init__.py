@@ -10,10 +10,12 @@ Every command is registered one way: in ``COMMANDS`` below, by name, as "module:
 one-line summary. A command's module is imported only when that command runs (or shows its own
 help), so ``ledger --help`` and ``ledger log`` do not pay for docker, MLflow or the recipe models.
 Each module is named after its command (``cli/log.py`` is ``ledger log``, ``cli/recipe.py`` the
-``ledger recipe`` group); the options they share are defined once, in ``cli/options.py``.
+``ledger recipe`` group, ``cli/recipe_update.py`` its ``update``); the options they share are
+defined once, in ``cli/options.py``.
 Besides the command modules: ``output`` prints for people (tables that never cut an id) and
 machines (JSON lines); ``progress`` draws the progress bar ``run``, ``calibrate`` and ``reproduce``
-share; ``reference`` writes docs/cli.md from every command's help (``./dev docs``).
+share; ``plan_text`` prints a planned arm's launch as a line a shell takes as it is, and what it
+changes from the control; ``reference`` writes docs/cli.md from every command's help (``./dev docs``).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "init": LazyCommand(
         "recipe_ledger.cli.init:init",
-        "Create ledger/ (format marker, .gitattributes) and this writer's signing key; safe to run again.",
+        "Make a lab: ledger/, recipes/ (overlay, upstream), boxes/, a first experiment; safe to run again.",
     ),
     "key": LazyCommand(
         "recipe_ledger.cli.key:key_group",
@@ -71,7 +73,7 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "recipe": LazyCommand(
         "recipe_ledger.cli.recipe:recipe",
-        "Recipes in the vLLM recipes schema: list, show, command, render, lint, schema.",
+        "Recipes in the vLLM recipes schema: list, show, command, render, lint, schema, update.",
     ),
     "release": LazyCommand(
         "recipe_ledger.cli.release:release",

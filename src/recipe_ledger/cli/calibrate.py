@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from recipe_ledger.cli import plan_text
 from recipe_ledger.cli.options import allow_dirty_option, root_option, writer_option
 from recipe_ledger.cli.progress import ProgressListener, progress_bar, release_lookup
 from recipe_ledger.pipeline import stages
@@ -62,9 +63,9 @@ def print_calibration_plan(
     repeats = exp.calibration.repeats
     lines = [
         f"calibration of {exp.name}'s control on {plan.box.id}: {repeats} A/A launches "
-        f"({repeats * len(exp.points) * len(exp.instruments)} measurements)",
+        f"({repeats * len(exp.arm_points('control')) * len(exp.instruments)} measurements)",
         f"  control: {control.source}",
-        "    " + (" ".join(control.argv) or ", ".join(f"{k}={v}" for k, v in sorted(control.params.items()))),
+        *(f"    {line}" for line in plan_text.command_lines(plan, control)),  # as a shell takes it
         f"  points {exp.points}, instruments {[i.name for i in exp.instruments]}",
     ]
     for instrument, metric, entry in needs:

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from recipe_ledger.cli.options import given_root, json_option, recipes_option
-from recipe_ledger.cli.output import print_json, print_table
+from recipe_ledger.cli.output import free, print_json, print_table
 from recipe_ledger.recipes.boxes import list_boxes as list_boxes_in
 from recipe_ledger.recipes.catalog import RecipeRoot
 from recipe_ledger.recipes.ceiling import Ceiling
@@ -87,7 +87,7 @@ def fit(
     utilization, host RAM used, KV bytes per token x context, and what must be offloaded.
     """
     recipe_root = RecipeRoot(recipes)
-    boxes_dir = recipe_root.root / "boxes"
+    boxes_dir = recipe_root.boxes_dirs
     if list_boxes:
         print_table(
             ["box", "hardware", "GPUs", "HBM/GPU GiB", "host RAM GiB", "link GB/s"],
@@ -135,7 +135,8 @@ def print_fit(report: FitReport, resolved: ResolvedCommand) -> None:
         f"({resolved.hardware}, {resolved.strategy}, {resolved.variant})"
     )
     print_table(
-        ["component", "stored GiB", "on GPU GiB", "in host RAM GiB", "placement"],
+        # The component's name folds and the numbers' headers are short: a table at 80 columns.
+        [free("component"), "GiB stored", "GiB on GPU", "GiB in host", "placement"],
         [
             [p.name, f"{p.stored_gib:.1f}", f"{p.gpu_gib:.1f}", f"{p.host_gib:.1f}", p.where]
             for p in report.placements
@@ -178,7 +179,8 @@ def print_ceilings(ceilings: list[Ceiling], notes: list[str]) -> None:
     offloaded = ceilings[0].offloaded_gib
     click.echo(f"decode ceiling from the host link alone ({offloaded:g} GiB of experts offloaded):")
     print_table(
-        ["batch", "window (tokens)", "experts touched", "GB over link / step", "step ms", "tok/s ceiling"],
+        # Short headers: the six columns fit 80 as a table (units in the legend below).
+        ["batch", "window", "experts touched", "GB/step on link", "step ms", "tok/s ceiling"],
         [
             [
                 c.batch,
@@ -191,6 +193,8 @@ def print_ceilings(ceilings: list[Ceiling], notes: list[str]) -> None:
             for c in ceilings
         ],
     )
+    click.echo("  batch: sequences per decode step; window: tokens per sequence per step")
+    click.echo("  GB/step on link: the offloaded expert bytes one step reads over the host link")
     click.echo("ceiling assumptions:")
     for note in notes:
         click.echo(f"  - {note}")

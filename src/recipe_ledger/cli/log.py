@@ -50,9 +50,17 @@ def _print_table(rows: list[tuple[dict, str]]) -> None:
                 entry.get("writer", ""),
                 entry.get("kind", ""),
                 folded,
-                ("(dirty tree) " if views.dirty_flag(entry) else "") + views.summarize(entry),
+                _mark(entry) + views.summarize(entry),
             ]
             for entry, folded in rows
         ],
         row_styles=["strike dim" if folded == "retracted" else None for _, folded in rows],
     )
+
+
+def _mark(entry: dict) -> str:
+    """``(imported) `` for a document's entry (its tree ran the import, measured nothing), ``(dirty
+    tree) `` for an entry written from a dirty tree, else nothing (``views.provenance``)."""
+    if views.imported_text(entry):
+        return "(imported) "
+    return "(dirty tree) " if views.provenance(entry) else ""

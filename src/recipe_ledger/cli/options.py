@@ -25,6 +25,7 @@ from recipe_ledger.errors import InputError
 
 F = TypeVar("F", bound=Callable)
 
+_RECIPES_MARKERS = ("models", "overlay", "upstream")  # recipes.layers: a flat root, a lab's layers
 _RAW_ROOT = "recipe_ledger.raw_root"  # ctx.meta key: --root as given, for the --recipes default
 
 
@@ -102,11 +103,12 @@ def recipes_root(recipes: Path | None, root: Path | None) -> Path:
 
 def default_recipes_root(start: Path) -> Path:
     """This project's recipes/ folder, found from ``start`` upwards (relative to ``start`` when
-    below it: messages then name recipes/models/x.yaml:12, not an absolute path). Here rather
-    than in the recipe catalog so that finding it imports no recipe models."""
+    below it: messages then name recipes/models/x.yaml:12, not an absolute path): one holding
+    models/ (flat) or a lab's overlay/ or upstream/ (recipes.layers). Here rather than in the
+    recipe catalog so that finding it imports no recipe models."""
     here = start.resolve()
     for folder in (here, *here.parents):
-        if (folder / "recipes" / "models").is_dir():
+        if any((folder / "recipes" / part).is_dir() for part in _RECIPES_MARKERS):
             found = folder / "recipes"
             return found.relative_to(here) if found.is_relative_to(here) else found
     return here / "recipes"

@@ -334,17 +334,24 @@ class Grid:
         return lines
 
     def stacked(self, page: int) -> list[str]:
-        """Per row: the whole cells on one line, then each free cell folded below it, indented
-        (with its header when there is more than one free column)."""
+        """Per row: the whole cells on one line, aligned under their headers, then each free cell
+        folded below it, indented (with its header when there is more than one free column). The
+        headers come first, as in the table: the whole ones, then the free one indented."""
         labelled = sum(not c.whole for c in self.columns) > 1
-        lines = []
-        for row, style in zip(self.cells, self.styles, strict=True):
-            whole = [
-                self._paint(cell.plain, f"{cell.style} {style}".strip())
-                for cell, c in zip(row, self.columns, strict=True)
-                if c.whole
-            ]
-            lines.append((" " * GAP).join(whole))
+        natural = _natural_widths(self.columns, self.widths)
+        whole = [i for i, c in enumerate(self.columns) if c.whole]
+        gap = " " * GAP
+        headers = ((self.columns[i].header, natural[i]) for i in whole)
+        lines = [gap.join(self._paint(h, "bold", size - cell_len(h)) for h, size in headers).rstrip()]
+        free_headers = [c.header for c in self.columns if not c.whole]
+        if free_headers and not labelled:  # several free columns name themselves on every row
+            lines.append(self._paint(f"    {free_headers[0]}", "bold"))
+        for row, measured, style in zip(self.cells, self.widths, self.styles, strict=True):
+            cells = (
+                self._paint(row[i].plain, f"{row[i].style} {style}".strip(), natural[i] - measured[i])
+                for i in whole
+            )
+            lines.append(gap.join(cells).rstrip())
             for cell, column in zip(row, self.columns, strict=True):
                 if column.whole or not cell.plain:
                     continue
@@ -353,20 +360,85 @@ class Grid:
                     lines.append(self._paint(f"    {folded}", style))
         return lines
 
+    @staticmethod
+    def _heading(header: str, value: str) -> str:
+        """A key cell on a row's heading line, named by its header (a bare "8" says nothing)."""
+        return f"{header}: {value}" if header else value
+
     def vertical(self, page: int) -> list[str]:
-        """Per row: its key cells on a heading line, then ``header: value`` for every other
-        non-empty cell, each on its own line and never cut (the terminal wraps what is wider)."""
+        """Per row: its key cells on a heading line (``header: value``), then ``header: value`` for
+        every other non-empty cell, each on its own line and never cut (the terminal wraps what is
+        wider)."""
         keys = [i for i, c in enumerate(self.columns) if c.key] or [0]
         lines: list[str] = []
         for number, (row, style) in enumerate(zip(self.cells, self.styles, strict=True)):
             if number:
                 lines.append("")
-            lines.append((" " * GAP).join(self._paint(row[i].plain, f"bold {style}".strip()) for i in keys))
+            heading = (self._heading(self.columns[i].header, row[i].plain) for i in keys)
+            lines.append((" " * GAP).join(self._paint(part, f"bold {style}".strip()) for part in heading))
             for i, (cell, column) in enumerate(zip(row, self.columns, strict=True)):
                 if i not in keys and cell.plain:
                     label = self._paint(f"  {column.header}: ", "dim")
                     lines.append(label + self._paint(cell.plain, f"{cell.style} {style}".strip()))
         return lines
+
+
+# Outcomes that decide nothing and so must say why, wherever they are printed: a verdict's
+# (inconclusive, not-comparable), a quality bar's (not-shown), a speed win held back by quality, and
+# a reproduction's (inconclusive).
+UNDECIDED = frozenset({"inconclusive", "not-comparable", "not-shown", "faster, quality not shown"})
+REASON_INDENT = "    "  # a reason folded at the page's width continues under its own line
+
+
+def reason_lines(label: str, outcome: str, reason: str, page: int | None = None) -> list[str]:
+    """``label: outcome: reason`` as one logical line, folded at ``page`` columns (default: the
+    terminal's) with the rest indented under it, the outcome painted by ``STYLES``. The one format
+    `ledger run`, `ledger show` and `ledger reproduce` explain an outcome in. A reason that already
+    opens with its outcome ("not comparable: ...") does not say it twice."""
+    label, why = (" ".join(printable(value).split()) for value in (label, reason))
+    for opening in (f"{outcome.replace('-', ' ')}: ", f"{outcome}: "):
+        if why.lower().startswith(opening):
+            why = why[len(opening) :]
+    head = f"{label}: {outcome}"
+    folded = _fold(
+        f"{head}: {why}" if why else f"{head} (no reason recorded)", max(MIN_FREE, (page or width()) - 4)
+    )
+    first = folded[0]
+    if first.startswith(head):  # the outcome coloured where it stands (plain when colour is off)
+        first = f"{label}: {paint(text(outcome), colour_on())}{first[len(head) :]}"
+    return ["  " + first, *(REASON_INDENT + line for line in folded[1:])]
+
+
+def verdict_reasons(entry: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """``(label, outcome, reason)`` for each bar of a result entry, speed bars then quality bars,
+    as ``echo_reasons`` takes them; empty for other kinds."""
+    experiment = (entry.get("payload") or {}).get("experiment") or {}
+    found = []
+    for group, suffix in (("bars", ""), ("quality", " (quality)")):
+        for bar in experiment.get(group) or []:
+            if isinstance(bar, dict):
+                label = (
+                    f"{bar.get('candidate', '?')} {bar.get('metric', '?')}@{bar.get('point', '?')}{suffix}"
+                )
+                found.append((label, str(bar.get("outcome", "")), str(bar.get("reason") or "")))
+    return found
+
+
+def echo_reasons(
+    explained: Sequence[tuple[str, str, str]], *, every: bool = False, title: str | None = None
+) -> None:
+    """Each ``(label, outcome, reason)`` through ``reason_lines``: the undecided ones (``UNDECIDED``),
+    or all of them with ``every``; ``title`` (bold) above them when there is any."""
+    shown = [
+        line
+        for label, outcome, reason in explained
+        if every or outcome in UNDECIDED
+        for line in reason_lines(label, outcome, reason)
+    ]
+    if shown and title:
+        echo_line(text(title, "bold"))
+    if shown:
+        click.echo("\n".join(shown), color=colour_on())
 
 
 def console() -> Console:

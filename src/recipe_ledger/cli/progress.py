@@ -16,6 +16,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from recipe_ledger.cli import plan_text
 from recipe_ledger.cli.output import console
 from recipe_ledger.pipeline.events import Event, Notice, PhaseStarted, Planned, PointMeasured
 from recipe_ledger.pipeline.plan import ReleaseLaunch, RunPlan
@@ -48,7 +49,9 @@ def progress_bar() -> Progress:
 
 
 def print_plan(plan: RunPlan, print_line: Callable[[str], object]) -> None:
-    """The plan as lines, redacted: an argv holds --api-key values and URLs with passwords."""
+    """The plan as lines, redacted: an argv holds --api-key values and URLs with passwords. Each
+    arm's command is a line a shell takes as it is (``plan_text``), a candidate's changes from the
+    control on the line after it."""
 
     def echo(line: str) -> None:
         print_line(redact_text(line))
@@ -56,8 +59,10 @@ def print_plan(plan: RunPlan, print_line: Callable[[str], object]) -> None:
     echo(f"experiment {plan.experiment.name} on {plan.box.id}: {plan.experiment.hypothesis.strip()}")
     for arm in plan.arms.values():
         echo(f"  {arm.name}: {arm.source}")
-        detail = " ".join(arm.argv) or ", ".join(f"{k}={v}" for k, v in sorted(arm.params.items()))
-        echo(f"    {detail}")
+        for line in plan_text.command_lines(plan, arm):
+            echo(f"    {line}")
+        if (changed := plan_text.difference_line(plan, arm)) is not None:
+            echo(f"    {changed}")
     if plan.experiment.sequential:
         echo(
             "  schedule (sequential, a fresh launch each): launch pairs in ABBA order "
@@ -66,6 +71,9 @@ def print_plan(plan: RunPlan, print_line: Callable[[str], object]) -> None:
     else:
         echo(f"  schedule (ABBA, a fresh launch each): {', '.join(f'{a}#{r}' for a, r in plan.schedule)}")
     echo(f"  points {plan.experiment.points}, instruments {[i.name for i in plan.experiment.instruments]}")
+    if plan.experiment.arms_have_own_points:
+        for name in plan.arms:
+            echo(f"    {name} at points {plan.experiment.arm_points(name)}{_uncompared(plan, name)}")
     sweep = plan.experiment.launch_sweep
     if sweep is not None:  # the points are values of a launch flag: say which, and on which arms
         swept = [name for name in plan.arms if sweep.applies_to(name)]
@@ -75,6 +83,12 @@ def print_plan(plan: RunPlan, print_line: Callable[[str], object]) -> None:
         )
     for note in plan.notes:
         echo(f"  note: {note}")
+
+
+def _uncompared(plan: RunPlan, name: str) -> str:
+    # A point measured that no bar compares costs launch time: say so, rather than let it pass.
+    left = plan.experiment.uncompared_points(name)
+    return f" ({left} measured, compared by no bar)" if left else ""
 
 
 class ProgressListener:

@@ -20,6 +20,7 @@ from recipe_ledger.cli.output import (
     print_table,
     terminal_safe,
 )
+from recipe_ledger.cli.recipe_update import update_cmd
 from recipe_ledger.errors import InputError, LedgerError
 
 # Each command imports the part of the recipe engine it uses: `render` (the batch resolver, timed
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 @click.group()
 def recipe() -> None:
-    """Recipes in the vLLM recipes schema: list, show, command, render, lint, schema."""
+    """Recipes in the vLLM recipes schema: list, show, command, render, lint, schema, update."""
 
 
 @recipe.command("list")
@@ -91,8 +92,9 @@ def show_recipe(name: str, recipes: Path, as_json: bool) -> None:
         )
     )
     echo_line(redact_text(recipe.meta.description))
-    hardware = ", ".join(f"{hw} ({state})" for hw, state in recipe.meta.hardware.items()) or "-"
-    echo_line(f"hardware: {hardware}")
+    measured = _measured_here(loaded.ref)
+    echo_line(f"hardware: {hardware_text(recipe.meta.hardware, measured) or '-'}")
+    echo_line(f"  (claimed: what the recipe says; measured: {MEASURED_MEANS})")
     echo_line(f"strategies: {', '.join(recipe.compatible_strategies) or '-'}")
     print_table(
         ["variant", "precision", "vram_minimum_gb", "model"],
@@ -119,6 +121,54 @@ def show_recipe(name: str, recipes: Path, as_json: bool) -> None:
             f"memory: {len(recipe.memory.components)} components, {total:.1f} GiB "
             f"(ledger fit {name} --box BOX)"
         )
+
+
+MEASURED_MEANS = "results this ledger recorded from this recipe on that hardware"
+_SOURCE_SEPARATOR = " · "  # an arm resolved from a recipe: "REF · HARDWARE · STRATEGY · ..." (pipeline.plan)
+
+
+def measured_hardware(rows: list[tuple[dict, str]], ref: str) -> Counter[str]:
+    """Per hardware id, the result entries (measured by this tool, not retracted) with an arm the
+    plan resolved from recipe ``ref`` on that hardware: the arm's recorded source names both."""
+    found: Counter[str] = Counter()
+    for entry, status in rows:
+        payload = entry.get("payload") or {}
+        origin = payload.get("origin") or {}
+        if entry.get("kind") != "result" or status == "retracted" or origin.get("how") != "measured":
+            continue
+        arms = ((payload.get("experiment") or {}).get("arms") or {}).values()
+        sources = [
+            str(arm.get("source") or "").split(_SOURCE_SEPARATOR) for arm in arms if isinstance(arm, dict)
+        ]
+        for hardware in sorted({parts[1] for parts in sources if len(parts) > 1 and parts[0] == ref}):
+            found[hardware] += 1
+    return found
+
+
+def hardware_text(claimed: dict[str, str], measured: Counter[str]) -> str:
+    """Each hardware as ``id (claimed STATE)``, ``id (claimed STATE; measured: N results)`` or, for
+    hardware the recipe does not name, ``id (not claimed; measured: N results)``: what the recipe
+    says is not what the ledger measured."""
+    parts = []
+    for hardware in [*claimed, *sorted(set(measured) - set(claimed))]:
+        said = f"claimed {claimed[hardware]}" if hardware in claimed else "not claimed"
+        count = measured.get(hardware, 0)
+        seen = f"; measured: {count} result{'s' if count != 1 else ''}" if count else ""
+        parts.append(f"{hardware} ({said}{seen})")
+    return ", ".join(parts)
+
+
+def _measured_here(ref: str) -> Counter[str]:
+    """``measured_hardware`` over the project's ledger; nothing measured where there is no ledger."""
+    from recipe_ledger.cli.options import given_root
+    from recipe_ledger.ledger import views
+    from recipe_ledger.ledger.store import Ledger
+
+    try:
+        ledger = Ledger.open(given_root())
+    except LedgerError:  # no ledger here (a recipes checkout of its own): nothing was measured
+        return Counter()
+    return measured_hardware(views.query(ledger), ref)
 
 
 @recipe.command("schema")
@@ -342,3 +392,6 @@ def render(batch: str, recipes: Path) -> None:
     finally:
         if stream is not sys.stdin:
             stream.close()
+
+
+recipe.add_command(update_cmd)  # a lab's upstream snapshot (cli/recipe_update.py)

@@ -196,6 +196,8 @@ def _print_pins(p: ReleasePayload) -> None:
     """Image, model, scripts, box, k-schedule and command: what a release pins."""
     pins = catalog.pins_summary(catalog.Release({}, p, "draft"))
     echo_line(f"  image: {diffing.image_text(pins['image'])}")
+    for line in local_registry_lines(p.image.ref if p.image else ""):
+        echo_line(f"  {line}")
     echo_line(f"  model: {diffing._model(pins['model'])}")
     for path, blob in pins["scripts"].items():
         echo_line(f"  script: {path} {blob}")
@@ -204,6 +206,43 @@ def _print_pins(p: ReleasePayload) -> None:
     echo_line(f"  k-schedule: {diffing.k_schedule(p)}")
     if p.command:
         echo_line(f"  command: {p.command}")
+
+
+# Images this repository builds, by repository (the IMAGE_REPO default of each script; a unit test
+# holds them equal): how a box that cannot pull a local registry's image makes its own.
+IMAGE_BUILDERS = {
+    "recipe-ledger/vllm-cpu": ("scripts/build_cpu_image.sh", 'docs/releases.md, "The verified CPU lane"'),
+}
+_LOOPBACK_HOSTS = ("localhost", "127.", "[::1]", "::1")
+
+
+def local_registry(image_ref: str) -> str | None:
+    """The registry of ``image_ref`` (``host[:port]``) when it is this box's own loopback address,
+    which no other box can pull from; None for a hub image, another registry or no registry."""
+    first, slash, _ = image_ref.partition("/")
+    if not slash or not any(mark in first for mark in (".", ":", "localhost")):
+        return None  # "org/name": a hub repository, not a registry host
+    host = first.rsplit(":", 1)[0] if first.count(":") == 1 else first
+    return first if host == "localhost" or host.startswith(_LOOPBACK_HOSTS) else None
+
+
+def local_registry_lines(image_ref: str) -> list[str]:
+    """What `ledger release show` says of an image pinned to a loopback registry: that only the
+    box that published it can pull it, and how to rebuild it from this repository."""
+    registry = local_registry(image_ref)
+    if registry is None:
+        return []
+    repository = image_ref.split("/", 1)[1].split("@", 1)[0].rsplit(":", 1)[0]
+    builder = IMAGE_BUILDERS.get(repository)
+    how = (
+        f"{builder[0]} builds it from this repository ({builder[1]})"
+        if builder
+        else "build it from its Dockerfile in this repository (docs/releases.md)"
+    )
+    return [
+        f"registry: {registry} is local to the box that published this release; no other box can pull it",
+        f"rebuild: {how}; a rebuild has another digest (or bring the image over: docker save / docker load)",
+    ]
 
 
 @release.command("diff")

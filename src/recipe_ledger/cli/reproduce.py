@@ -1,9 +1,13 @@
 """`ledger reproduce LANE@VERSION`: re-measure a release against its own published numbers.
 
-Exit codes: 0 reproduced; 1 recorded but not confirmed (inconclusive or departed: the outcome is
-printed); 2 bad input; 3 a pin cannot be met here, the machine is not ready, or a file that feeds
-the measurement differs from the commit (without --allow-dirty); 5 a re-run failed (a failure entry
-was written); 130 interrupted.
+Each number reads as a verdict on an equivalence bar (docs/releases.md): `reproduced` when its
+effect's CI lies inside the tolerance, `not-reproduced` when it lies outside, else `inconclusive`,
+each with its reason on one line.
+
+Exit codes: 0 reproduced; 1 recorded but not confirmed (inconclusive or not-reproduced: each
+number's outcome and reason are printed); 2 bad input; 3 a pin cannot be met here, the machine is
+not ready, or a file that feeds the measurement differs from the commit (without --allow-dirty);
+5 a re-run failed (a failure entry was written); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from pathlib import Path
 import click
 
 from recipe_ledger.cli.options import allow_dirty_option, root_option, writer_option
-from recipe_ledger.cli.output import echo_line, text
+from recipe_ledger.cli.output import echo_line, echo_reasons, text
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.pipeline.events import Event, Notice
 from recipe_ledger.releases import reproduce as reproducing
@@ -55,8 +59,9 @@ def reproduce_cmd(
         repeats=repeats,
         allow_dirty=allow_dirty,
     )
-    for outcome in outcomes:
-        click.echo(f"  {reproducing.describe(outcome)}")
+    # Each number says why, in the format `ledger run` and `ledger show` explain a verdict in.
+    explained = [(o.number.name, o.outcome, o.reason or o.verdict.reason) for o in outcomes]
+    echo_reasons(explained, every=True)
     outcome = entry["payload"]["outcome"]
     echo_line(f"reproduction {entry['id'][:12]}: ", text(outcome), f" (ledger show {entry['id'][:12]})")
     if outcome != "reproduced":

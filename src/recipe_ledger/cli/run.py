@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from recipe_ledger.cli.options import allow_dirty_option, root_option, tracking_uri_option, writer_option
-from recipe_ledger.cli.output import Column, print_table
+from recipe_ledger.cli.output import Column, echo_reasons, print_table, verdict_reasons
 from recipe_ledger.cli.progress import ProgressListener, print_plan, progress_bar, release_lookup
 from recipe_ledger.ledger import views
 from recipe_ledger.ledger.views import allowed_dirty_text
@@ -27,7 +27,8 @@ from recipe_ledger.pipeline import stages
 
 
 def print_verdicts(outcome: runner.RunOutcome) -> None:
-    """The verdict table (values with units, effects as signed percentages), then each bar's reason."""
+    """The verdict table (values with units, effects as signed percentages), then each bar's outcome
+    and reason on a line of its own (``output.reason_lines``)."""
     dirty = allowed_dirty_text(outcome.entry.get("git"))
     keys = [Column(header, key=True) for header in views.VERDICT_HEADERS[:3]]
     print_table(
@@ -38,8 +39,9 @@ def print_verdicts(outcome: runner.RunOutcome) -> None:
     design = views.design_text(outcome.entry["payload"].get("experiment") or {})
     if design:
         click.echo(f"design {design}")
-    for bar in outcome.bars:  # a sequential bar's reason opens with how it stopped ("decided after 6 ...")
-        click.echo(f"  {bar.candidate} {bar.metric}@{bar.point}: {bar.reason}")
+    # Every bar says why, decided or not, in the format `ledger show` and `ledger reproduce` use; a
+    # sequential bar's reason opens with how it stopped ("decided after 6 ...").
+    echo_reasons(verdict_reasons(outcome.entry), every=True, title="why")
     if dirty:
         click.echo(f"{dirty}; recorded in every entry of this run")
 

@@ -8,7 +8,16 @@ from pathlib import Path
 import click
 
 from recipe_ledger.cli.options import json_option, root_option
-from recipe_ledger.cli.output import Cell, Column, echo_line, free, print_table, text
+from recipe_ledger.cli.output import (
+    Cell,
+    Column,
+    echo_line,
+    echo_reasons,
+    free,
+    print_table,
+    text,
+    verdict_reasons,
+)
 from recipe_ledger.errors import LedgerError
 from recipe_ledger.ledger import views
 from recipe_ledger.ledger.models import load_payload
@@ -55,6 +64,7 @@ def _print_summary(found: dict) -> None:
     if bars:
         keys = [Column(h, key=True) for h in views.VERDICT_HEADERS[:3]]
         print_table([*keys, *views.VERDICT_HEADERS[3:]], bars, "verdict by bar")
+        echo_reasons(verdict_reasons(entry), title="why undecided")  # why each undecided bar decided nothing
     headers, medians = views.median_table(entry)
     if medians:
         print_table([Column(h, key=h in ("metric", "point")) for h in headers], medians, "medians")

@@ -23,6 +23,7 @@ import socket
 import sys
 import threading
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from recipe_ledger.errors import InputError
@@ -207,12 +208,22 @@ def container_options(spec: LaunchSpec, launch_id: str) -> dict[str, Any]:
     """Keyword arguments of ``containers.create`` for ``spec``: the seed's ``docker run`` flags."""
     from docker.types import DeviceRequest, Ulimit
 
+    options = container_settings(spec, launch_id)
+    options["ulimits"] = [Ulimit(**limit) for limit in options["ulimits"]]
+    if "device_requests" in options:
+        options["device_requests"] = [DeviceRequest(**request) for request in options["device_requests"]]
+    return options
+
+
+def container_settings(spec: LaunchSpec, launch_id: str) -> dict[str, Any]:
+    """What the container is made with, as plain data (no SDK types): ``container_options`` gives
+    it to the SDK, ``docker_run_argv`` renders it for people. One place decides the container."""
     options: dict[str, Any] = {
         "command": list(spec.argv),
         "detach": True,
         "environment": dict(spec.env),
         "ipc_mode": "host",  # NCCL and vLLM's shared-memory broadcast need the host's /dev/shm
-        "ulimits": [Ulimit(name="memlock", soft=spec.ulimit_memlock, hard=spec.ulimit_memlock)],
+        "ulimits": [{"name": "memlock", "soft": spec.ulimit_memlock, "hard": spec.ulimit_memlock}],
         "cap_add": ["IPC_LOCK"],
         "volumes": [f"{host}:{target}" for host, target in spec.volumes.items()],
         "labels": {
@@ -234,10 +245,56 @@ def container_options(spec: LaunchSpec, launch_id: str) -> dict[str, Any]:
         options["environment"] = {**amd_visible_devices(spec.gpus), **options["environment"]}
     elif spec.gpus != "none":
         count = -1 if spec.gpus == "all" else int(spec.gpus)
-        options["device_requests"] = [DeviceRequest(count=count, capabilities=[["gpu"]])]
+        options["device_requests"] = [{"count": count, "capabilities": [["gpu"]]}]
     if spec.shm_size is not None:
         options["shm_size"] = spec.shm_size
     return options
+
+
+# Left out of the rendered command: the labels mark a container as one of this tool's launches,
+# which a later ``ledger`` removes once their owner process is gone (a pasted command is the user's
+# own container), and the name holds a launch id made per launch.
+_NOT_RENDERED = ("labels", "name", "command")
+
+
+def docker_run_argv(spec: LaunchSpec, hidden_env: Callable[[str, str], bool]) -> list[str]:
+    """``docker run ...`` as the docker launcher would make ``spec``'s container (from
+    ``container_settings``, so the two cannot drift), for a person to paste. A variable for which
+    ``hidden_env(name, value)`` holds is passed as ``-e NAME``: docker takes its value from the
+    caller's environment, and the value itself is never printed."""
+    settings = container_settings(spec, "plan")
+    argv = ["docker", "run"]
+    for key, value in settings.items():
+        if key == "environment":
+            argv += [
+                token
+                for name, text in value.items()
+                for token in ("-e", name if hidden_env(name, text) else f"{name}={text}")
+            ]
+        elif key not in _NOT_RENDERED:
+            argv += _docker_run_flags(key, value)
+    return [*argv, cast(str, spec.image), *settings["command"]]
+
+
+def _docker_run_flags(key: str, value: Any) -> list[str]:
+    """The ``docker run`` flags of one ``containers.create`` keyword (docker's CLI reference)."""
+    listed = {"cap_add": "--cap-add", "volumes": "-v", "devices": "--device", "group_add": "--group-add"}
+    listed["security_opt"] = "--security-opt"
+    if key in listed:
+        return [token for item in value for token in (listed[key], str(item))]
+    if key in ("detach", "init"):
+        return [f"--{key}"] if value else []
+    if key == "ipc_mode" or key == "network_mode" or key == "network":
+        return [f"--{key.split('_')[0]}", str(value)]
+    if key == "shm_size":
+        return ["--shm-size", str(value)]
+    if key == "ulimits":
+        return [t for u in value for t in ("--ulimit", f"{u['name']}={u['soft']}:{u['hard']}")]
+    if key == "ports":
+        return [t for inside, (host, port) in value.items() for t in ("-p", f"{host}:{port}:{inside}")]
+    if key == "device_requests":
+        return [t for r in value for t in ("--gpus", "all" if r["count"] == -1 else str(r["count"]))]
+    raise ValueError(f"container setting {key!r} has no docker run flag here: add it to _docker_run_flags")
 
 
 # What ROCm's containers need (ROCm's docker documentation; vLLM's and SGLang's ROCm images say the

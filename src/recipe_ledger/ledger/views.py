@@ -61,6 +61,27 @@ def dirty_flag(entry: dict[str, Any]) -> str | None:
     )
 
 
+def imported_text(entry: dict[str, Any]) -> str | None:
+    """Where an entry imported from a document (``ledger import-seed``) comes from, else None.
+    Its git stamp is the tree that ran the import, not a tree any number was measured from: people
+    are shown this instead of its tree's state (``provenance``)."""
+    origin = (entry.get("payload") or {}).get("origin")
+    if not isinstance(origin, dict) or origin.get("how") != "imported":
+        return None
+    as_of = f" (as of {origin['as_of']})" if origin.get("as_of") else ""
+    return f"imported from {origin.get('source') or 'a document'}{as_of}, not measured by this tool"
+
+
+def provenance(entry: dict[str, Any]) -> tuple[str, str] | None:
+    """The ``(label, line)`` `ledger log` and `ledger show` print about where an entry's content
+    comes from: ``provenance`` for a document's entry, ``tree`` for a dirty tree, else None."""
+    imported = imported_text(entry)
+    if imported:
+        return ("provenance", imported)
+    flag = dirty_flag(entry)
+    return ("tree", flag) if flag else None
+
+
 def query(ledger: Ledger, *, kind: str | None = None, status: str | None = None) -> list[tuple[dict, str]]:
     """``[(entry, status)]`` oldest first, filtered by kind and folded status."""
     if kind is not None:
@@ -192,9 +213,9 @@ def outline(entry: dict[str, Any]) -> list[tuple[str, str]]:
     when = str(entry.get("ts", ""))[:19].replace("T", " ")
     lines = [("kind", f"{kind}, written by {entry.get('writer', '?')} at {when} UTC"), ("id", entry["id"])]
     lines += [(label, value) for label, value in _KIND_OUTLINES.get(kind, _note_outline)(payload) if value]
-    flag = dirty_flag(entry)
-    if flag:
-        lines.append(("tree", flag))
+    shown = provenance(entry)
+    if shown:
+        lines.append(shown)
     return lines
 
 

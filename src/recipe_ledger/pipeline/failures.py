@@ -10,10 +10,14 @@ door that was closed.
 
 from __future__ import annotations
 
+import os
+import re
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from recipe_ledger import runs
@@ -103,20 +107,61 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+# Where this host's own paths live, beyond the project: a sibling checkout (the project's parent
+# folder), the home folder, the temporary folder. A path elsewhere (/model inside a container,
+# /v1/completions in a server log, /usr/lib in a traceback) says the same on every host: kept.
+_PATH = re.compile(r"(?<![\w.:/~-])/[\w.+@%~-]+(?:/[\w.+@%~-]+)*/?")
+OUTSIDE_PROJECT = "<outside project>"
+
+
+def host_prefixes(root: Path) -> list[Path]:
+    """The folders whose paths name this host rather than the project (see ``_PATH``'s comment)."""
+    parent = root.parent
+    found = [Path.home(), Path(tempfile.gettempdir()), Path("/tmp")]
+    return [p for p in (parent, *found) if p != Path(p.anchor)]
+
+
+def project_paths(text: str, root: Path) -> str:
+    """``text`` with each absolute path of this host made portable: one inside the project (as
+    given or resolved) relative to it, one elsewhere on this host ``<outside project>/NAME``. An
+    entry is read on other hosts, forever: /work/alice/... means nothing there, and names a person."""
+    roots = sorted({root, root.resolve()}, key=lambda p: -len(p.parts))
+    hosts = host_prefixes(root)
+
+    def portable(match: re.Match[str]) -> str:
+        path = Path(os.path.normpath(match.group(0)))
+        for base in roots:
+            if path.is_relative_to(base):
+                return path.relative_to(base).as_posix() or "."
+        if any(path.is_relative_to(base) for base in hosts):
+            return f"{OUTSIDE_PROJECT}/{path.name}"
+        return match.group(0)
+
+    return _PATH.sub(portable, text)
+
+
+def _entry_text(text: str, root: Path) -> str:
+    """Text for a failure entry: secrets redacted, this host's paths made portable."""
+    return project_paths(redact_text(text), root)
+
+
 def record_failure(ctx: RunContext, error: BaseException, where: str) -> dict:
     tail = getattr(error, "log_tail", None) or getattr(error, "output_tail", None) or ""
+    conditions = {
+        "box": ctx.plan.box.id,
+        "run_id": ctx.run_id,
+        "stage": where,
+        **(ctx.progress() if ctx.progress else {}),
+    }
     payload = {
         "schema_version": current_version("failure"),
         "subject": ctx.plan.experiment.name,
         "cause_class": cause_class_of(error),
-        "cause": redact_text(f"{where}: {describe(error)}")[:2000],
-        "log_tail": redact_text(tail)[-3900:] or None,
+        "cause": _entry_text(f"{where}: {describe(error)}", ctx.repo)[:2000],
+        "log_tail": _entry_text(tail, ctx.repo)[-3900:] or None,
         "minutes_lost": round((time.monotonic() - ctx.started) / 60, 2),
         "conditions": {
-            "box": ctx.plan.box.id,
-            "run_id": ctx.run_id,
-            "stage": where,
-            **(ctx.progress() if ctx.progress else {}),
+            k: project_paths(v, ctx.repo) if isinstance(v, str) else v for k, v in conditions.items()
         },
         "origin": {"how": "measured", "source": ctx.run_id},
         "artifacts": runs.artifact_hashes(ctx.run_dir),
@@ -131,7 +176,7 @@ def record_setup_failure(
         "schema_version": current_version("failure"),
         "subject": subject,
         "cause_class": "config",
-        "cause": redact_text(f"{stage}: {error.one_line()}")[:2000],
+        "cause": _entry_text(f"{stage}: {error.one_line()}", ledger.root)[:2000],
         "minutes_lost": 0.0,
         "conditions": {"stage": stage},
         "origin": {"how": "measured"},

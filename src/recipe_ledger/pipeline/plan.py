@@ -265,7 +265,7 @@ def plan_run(
     paths.check_name(experiment.name, "experiment name", str(spec_path))
     for name in experiment.arm_names:
         paths.check_name(name, "arm name", str(spec_path))
-    box = load_box(root.root / "boxes", experiment.box)
+    box = load_box(root.boxes_dirs, experiment.box)
     arms: dict[str, ArmPlan] = {}
     engine_bin = find_vllm_bin(repo)  # the vllm bench serve client's too
     sglang_python = find_sglang_python(repo)  # the sglang.bench_serving client's too

@@ -42,7 +42,7 @@ def plan_experiment(spec_path: Path, repo: Path, release_lookup: ReleaseLookup |
 
     ``release_lookup`` resolves a release arm ("LANE@VERSION") to its pins; the releases layer sits
     above this one, so its caller hands it in."""
-    return plan_run(spec_path, load_experiment(spec_path), RecipeRoot(repo / "recipes"), repo, release_lookup)
+    return plan_run(spec_path, load_experiment(spec_path), RecipeRoot.of_project(repo), repo, release_lookup)
 
 
 def power_report(plan: RunPlan, repo: Path, host: dict[str, str] | None = None) -> list[str]:
@@ -290,7 +290,7 @@ def _prepared(
     with recording_setup_failure(recorded, writer, spec_path.stem, "planning", git) as setup:
         experiment = load_experiment(spec_path)
         setup.subject = experiment.name
-        plan = plan_run(spec_path, experiment, RecipeRoot(repo / "recipes"), repo, release_lookup)
+        plan = plan_run(spec_path, experiment, RecipeRoot.of_project(repo), repo, release_lookup)
         events(Planned(plan))
         host = host_fingerprint()
         for line in power_report(plan, repo, host):

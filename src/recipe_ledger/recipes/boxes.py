@@ -4,10 +4,14 @@ A box is a concrete machine (a DGX Station, one lent H200), not a hardware class
 much device memory the runtime reports, how much host RAM there is, and how fast the link
 between them is. ``hardware`` ties it to a taxonomy id so recipes resolve with the right
 overrides.
+
+Profiles are looked up in one folder or in several, first wins (a lab's ``boxes/`` before the
+packaged profiles: recipes.layers.boxes_dirs).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -58,6 +62,18 @@ class LinkSpec(_Closed):
     cross_gpu_bandwidth_gbps: float | None = Field(
         default=None, ge=0, le=1e9, description="GPU-to-GPU bandwidth, GB/s."
     )
+    cross_gpu_kind: Literal["nvlink", "infinity-fabric", "pcie-p2p", "host-staged"] | None = Field(
+        default=None,
+        description="How GPUs reach each other: NVLink or AMD's Infinity Fabric, PCIe peer to peer, "
+        "or staged through host memory (the slowest pair's path: collectives wait for it).",
+    )
+    cross_gpu_latency_us: float | None = Field(
+        default=None,
+        ge=0,
+        le=1e6,
+        description="One small collective call's latency over that path (a few KiB all-reduce), us; "
+        "null until measured or sourced.",
+    )
 
 
 class Box(_Closed):
@@ -83,26 +99,46 @@ def _normalize(box_id: str) -> str:
     return box_id.strip().lower().replace("_", "-")
 
 
-def list_boxes(boxes_dir: Path) -> list[Box]:
-    return [load_box_file(path) for path in sorted(boxes_dir.glob("*.yaml"))]
+BoxFolders = Path | Sequence[Path]
+
+
+def _folders(boxes_dirs: BoxFolders) -> tuple[Path, ...]:
+    return (boxes_dirs,) if isinstance(boxes_dirs, Path) else tuple(boxes_dirs)
+
+
+def box_files(boxes_dirs: BoxFolders) -> list[Path]:
+    """Every profile file, by file name; the first folder's where two hold one name."""
+    found: dict[str, Path] = {}
+    for folder in _folders(boxes_dirs):
+        for path in sorted(folder.glob("*.yaml")):
+            found.setdefault(path.name, path)
+    return [found[name] for name in sorted(found)]
+
+
+def list_boxes(boxes_dirs: BoxFolders) -> list[Box]:
+    return [load_box_file(path) for path in box_files(boxes_dirs)]
 
 
 def load_box_file(path: Path) -> Box:
     return load_versioned(path, Box, BOX_SCHEMA_VERSION, what="box profile")
 
 
-def load_box(boxes_dir: Path, box_id: str) -> Box:
-    """The box with this id (``dgx_station_gb300`` and ``dgx-station-gb300`` both work)."""
+def load_box(boxes_dirs: BoxFolders, box_id: str) -> Box:
+    """The box with this id (``dgx_station_gb300`` and ``dgx-station-gb300`` both work), from the
+    first folder that has it."""
     wanted = _normalize(box_id)
-    path = boxes_dir / f"{wanted}.yaml"
-    if is_slug(wanted) and path.is_file():  # a slug: never a path out of boxes_dir, never too long
-        return load_box_file(path)
-    for box in list_boxes(boxes_dir):
+    folders = _folders(boxes_dirs)
+    for folder in folders:
+        path = folder / f"{wanted}.yaml"
+        if is_slug(wanted) and path.is_file():  # a slug: never a path out of the folder, never too long
+            return load_box_file(path)
+    boxes = list_boxes(folders)
+    for box in boxes:
         if _normalize(box.id) == wanted or (box.hardware and _normalize(box.hardware) == wanted):
             return box
-    known = ", ".join(box.id for box in list_boxes(boxes_dir)) or "none"
+    known = ", ".join(box.id for box in boxes) or "none"
     raise UnknownIdError(
         f"unknown box {shorten(box_id)!r}; known boxes: {known}",
-        where=str(boxes_dir),
+        where=", ".join(str(folder) for folder in folders),
         hint="ledger fit --list-boxes",
     )

@@ -2,7 +2,8 @@
 
 A root is a folder holding ``models/<org>/<name>.yaml``, ``taxonomy.yaml`` and
 ``strategies/*.yaml`` (the layout of the vLLM recipes repository and of this project's
-``recipes/``). A recipe is named by its path, by ``org/name`` or by its ``meta.slug``.
+``recipes/``), or a lab's layered ``recipes/`` (``overlay/`` over ``upstream/``: recipes.layers).
+A recipe is named by its path, by ``org/name`` or by its ``meta.slug``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from recipe_ledger.errors import SpecError, UnknownIdError
 from recipe_ledger.recipes.corpus import Corpus, load_corpus
+from recipe_ledger.recipes.layers import Layers, boxes_dirs, empty_layers, layers_of
 from recipe_ledger.recipes.models import Recipe, Strategy, Taxonomy
 from recipe_ledger.spec.validate import validate_doc
 from recipe_ledger.spec.yamlfile import YamlDoc, is_regular_file, shorten
@@ -36,19 +38,35 @@ class RecipeRoot:
     """One recipes root folder, loaded lazily: validated models for people, and the shared
     ``Corpus`` (each file parsed once) for resolution."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, layers: Layers | None = None):
         self.root = Path(root)
-        if not (self.root / "models").is_dir():
+        found = layers or layers_of(self.root)
+        if found is None:
             raise SpecError(
-                "not a recipes root: no models/ folder",
+                "not a recipes root: no models/ folder (nor a lab's overlay/ or upstream/)",
                 where=str(self.root),
-                hint="pass --recipes pointing at a folder with models/, taxonomy.yaml, strategies/",
+                hint="pass --recipes pointing at a folder with models/, taxonomy.yaml, strategies/ "
+                "(or run `ledger init` to make a lab)",
             )
-        self.corpus: Corpus = load_corpus(str(self.root))
+        self.layers = found
+        self.corpus: Corpus = load_corpus(str(self.root)) if layers is None else Corpus(self.root, found)
+
+    @classmethod
+    def of_project(cls, project: Path) -> RecipeRoot:
+        """The project's recipes/ (flat or layered); a project without one has no recipe but still
+        has its box profiles and the packaged taxonomy (a plain-command experiment needs no recipe)."""
+        recipes = Path(project) / "recipes"
+        return cls(recipes) if layers_of(recipes) else cls(recipes, empty_layers(recipes))
+
+    @property
+    def boxes_dirs(self) -> tuple[Path, ...]:
+        """Where this project's box profiles are found, first wins (recipes.layers.boxes_dirs)."""
+        return boxes_dirs(self.layers)
 
     @cached_property
     def recipe_paths(self) -> list[Path]:
-        return sorted(self.root.glob("models/**/*.yaml"))
+        files = self.layers.model_files()
+        return [files[ref] for ref in sorted(files) if ref.endswith(".yaml")]
 
     @cached_property
     def taxonomy(self) -> Taxonomy:
@@ -57,23 +75,26 @@ class RecipeRoot:
     @cached_property
     def strategies(self) -> dict[str, Strategy]:
         loaded = {}
-        for path in sorted((self.root / "strategies").glob("*.yaml")):
-            doc = self.corpus.doc(self.ref_of(path))
+        for ref in self.layers.strategy_files():
+            doc = self.corpus.doc(ref)
             strategy = validate_doc(doc, Strategy, what="strategy")
             loaded[strategy.name] = strategy
         return loaded
 
     def ref_of(self, path: Path) -> str:
-        return path.relative_to(self.root).as_posix()
+        """A file's path inside its layer (``models/org/x.yaml``): the root itself when flat."""
+        layer = self.layers.layer_of(path) or self.root
+        return path.resolve().relative_to(layer.resolve()).as_posix()
 
     def find(self, name: str) -> Path:
         """The recipe file for a path, an ``org/name`` or a slug (its file name, lower-cased)."""
         as_path = Path(name)
         if as_path.suffix in (".yaml", ".yml") and is_regular_file(as_path):
             return as_path
-        for candidate in (self.root / name, self.root / "models" / f"{name}.yaml"):
-            if is_regular_file(candidate):
-                return candidate
+        for folder in (*self.layers.models, self.root):
+            for candidate in (folder / name, folder / "models" / f"{name}.yaml"):
+                if is_regular_file(candidate):
+                    return candidate
         # Upstream names files after the model and slugs are the lower-cased name, so the
         # file stem finds a slug without reading every recipe.
         by_slug = self._stem_index().get(name.lower())
@@ -96,14 +117,22 @@ class RecipeRoot:
     def load(self, name: str) -> LoadedRecipe:
         """Find, parse and validate a recipe; errors name the file, the line and the field."""
         path = self.find(name)
-        try:
-            ref = path.resolve().relative_to(self.root.resolve()).as_posix()
-        except ValueError:
+        layer = self.layers.layer_of(path)
+        if layer is None or layer not in self.layers.models:
             raise SpecError(
                 "the recipe file is outside the recipes root",
                 where=str(path),
-                hint=f"move it under {self.root}/models/ or pass --recipes",
-            ) from None
+                hint=f"move it under {self.layers.models[0] if self.layers.models else self.root}/models/ "
+                "or pass --recipes",
+            )
+        ref = self.ref_of(path)
+        winner = self.layers.locate(ref)
+        if winner is not None and winner.resolve() != path.resolve():
+            raise SpecError(
+                f"this recipe is replaced by the lab's overlay ({winner})",
+                where=str(path),
+                hint=f"ledger recipe show {winner}",
+            )
         doc = self.corpus.doc(ref)
         return LoadedRecipe(ref=ref, doc=doc, recipe=validate_doc(doc, Recipe, what="recipe"))
 

@@ -1,5 +1,8 @@
 """A recipes root directory (taxonomy.yaml, strategies/*.yaml, models/**.yaml), loaded lazily.
 
+The root is flat or layered (a lab's overlay over its upstream snapshot): ``recipes.layers`` says
+which file a ref names.
+
 Each file is parsed and preprocessed at most once per Corpus, so resolving thousands of
 selections against the same root costs one YAML load per recipe. Recipes are addressed by their
 path relative to the root (e.g. "models/Qwen/Qwen3-8B.yaml"), as in the compat case files.
@@ -13,6 +16,7 @@ from typing import Any
 
 from recipe_ledger.errors import InputError
 from recipe_ledger.recipes import resolve
+from recipe_ledger.recipes.layers import Layers, layers_of
 from recipe_ledger.recipes.preprocess import preprocess_plain, preprocess_recipe
 from recipe_ledger.spec.yamlfile import YamlDoc, load_yaml
 
@@ -20,14 +24,15 @@ from recipe_ledger.spec.yamlfile import YamlDoc, load_yaml
 class Corpus:
     """Loaded taxonomy, strategies and (on demand) recipes of one recipes root."""
 
-    def __init__(self, root: Path | str):
+    def __init__(self, root: Path | str, layers: Layers | None = None):
         self.root = Path(root)
-        if not self.root.is_dir():
+        if layers is None and not self.root.is_dir():
             raise InputError(
                 "recipes root is not a directory",
                 where=str(self.root),
                 hint="pass --recipes DIR containing taxonomy.yaml and strategies/",
             )
+        self.layers = layers or layers_of(self.root) or Layers(self.root, False, (self.root,), (self.root,))
         self._recipes: dict[str, dict] = {}
         self._docs: dict[str, YamlDoc] = {}
         self._taxonomy: dict | None = None
@@ -44,9 +49,8 @@ class Corpus:
         """Strategy specs keyed by their `name` (not their file name), in file-name order."""
         if self._strategies is None:
             found: dict[str, Any] = {}
-            folder = self.root / "strategies"
-            for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
-                spec = preprocess_plain(self._load(str(path.relative_to(self.root))))
+            for ref in self.layers.strategy_files():
+                spec = preprocess_plain(self._load(ref))
                 if isinstance(spec, dict):
                     found[str(spec.get("name"))] = spec
             self._strategies = found
@@ -61,16 +65,13 @@ class Corpus:
 
     def recipe_paths(self) -> list[str]:
         """Every recipe under models/, byte-sorted like the reference's path list."""
-        models = self.root / "models"
-        found = [p for p in models.rglob("*") if p.suffix in (".yaml", ".yml")] if models.is_dir() else []
-        paths = [p.relative_to(self.root).as_posix() for p in found]
-        return sorted(paths, key=lambda p: p.encode())
+        return sorted(self.layers.model_files(), key=lambda p: p.encode())
 
     def doc(self, rel_path: str) -> YamlDoc:
         """The parsed file (data and line numbers), parsed once per Corpus."""
         key = str(PurePosixPath(rel_path))
         if key not in self._docs:
-            path = self.root / key
+            path = self.layers.locate(key) or self.root / key
             # load_yaml refuses a missing file, a FIFO, a device or an oversized file on one line.
             self._docs[key] = load_yaml(path, display_path=str(path))
         return self._docs[key]

@@ -22,7 +22,7 @@ def fit_recipe(
     gpu_utilization: float | None = None,
 ) -> tuple[FitReport, ResolvedCommand]:
     """The fit of recipe ``name`` on box ``box_id``, with the command it was computed from."""
-    box = load_box(root.root / "boxes", box_id)
+    box = load_box(root.boxes_dirs, box_id)
     resolved = resolve_for_people(root, CommandRequest(name, hardware=box.hardware))
     recipe = resolved.loaded.recipe
     if recipe.memory is None:

@@ -6,11 +6,13 @@
    and names it; a tag that moved is named too, but does not matter, since the run uses the digest.
 2. **Re-run** the arms behind the numbers, with the experiment's repeats, through the same pieces
    as `ledger run` (plan, preflight, launch, sweep, failure entries), the image given by digest.
-3. **Decide** each number with ``recipe_ledger.verdict``: the published samples are the control,
-   the new ones the candidate, the bar is the number's tolerance, the noise is the original run's
-   calibration. ``no-change`` (the whole CI inside the tolerance) confirms the number; a
-   ``regression`` or a ``win`` beyond the noise means it does not hold today; anything else is
-   inconclusive. A ``reproduction`` entry records the outcome, each effect and its CI.
+3. **Decide** each number (``judge``, rule ``RULE``): ``recipe_ledger.verdict`` gives the effect
+   and its CI (the published samples are the control, the new ones the candidate, the noise is the
+   original run's calibration); the number's tolerance is the bar, read as an equivalence margin,
+   as a quality bar reads its margin. The whole CI inside ±tolerance: ``reproduced``; the whole
+   CI outside it, with replicates that agree: ``not-reproduced``; a CI across its edge (or
+   replicates that disagree): ``inconclusive``. Each outcome carries its reason; a
+   ``reproduction`` entry records the outcome, the rule, each effect and its CI.
 4. **Quality evidence.** A result whose quality bars (``experiment.quality``) covered a release arm
    pinned that evidence with it: the re-run launches the experiment's control too (first, so it is
    the agreement instrument's reference again) and decides those quality bars afresh
@@ -88,12 +90,19 @@ class ReproductionPlan:
     notices: list[str] = field(default_factory=list)
 
 
+# The rule a reproduction decides by, recorded in its entry (payload v2). rl-reproduce/1 (v1
+# entries, no `rule`) read the verdict's outcome: no-change reproduced, a win or a regression did not,
+# so a CI reaching back inside the tolerance could read not-reproduced.
+RULE = "rl-reproduce/2"
+
+
 @dataclass(frozen=True)
 class NumberOutcome:
     number: ReleaseNumber
     verdict: verdicts.Verdict
     outcome: str  # reproduced | not-reproduced | inconclusive
     samples: list[float]
+    reason: str = ""  # why, in one line (``judge``)
 
 
 # ------------------------------------------------------------------------------------ checking
@@ -166,7 +175,7 @@ def _target(
                 f"({sha[:19]}… now, {record.spec_sha256[:19]}… then)"
             )
         ]
-    plan = plan_run(spec_path, load_experiment(spec_path), RecipeRoot(repo / "recipes"), repo)
+    plan = plan_run(spec_path, load_experiment(spec_path), RecipeRoot.of_project(repo), repo)
     arms = list(dict.fromkeys(n.arm for n in numbers if n.arm))
     problems = [p for arm in arms for p in configuration_problems(plan, arm, payload)]
     # The quality evidence the release stands on: the published quality bars of its arms.
@@ -307,7 +316,8 @@ def decide(
     verdict = verdicts.decide(
         published, new, bar, _calibration(ledger, target, number), agreement_threshold=threshold
     )
-    return NumberOutcome(number, verdict, _outcome(verdict.outcome), new)
+    outcome, reason = judge(verdict)
+    return NumberOutcome(number, verdict, outcome, new, reason)
 
 
 def recheck_quality(target: Target, records: list[PointRecord]) -> list[QualityCheck]:
@@ -342,9 +352,10 @@ def _quality_outcome(published: str, now: str) -> str:
 def describe_quality(check: QualityCheck) -> str:
     now, then = check.now, check.published
     shown = f" ({now.difference * 100:+.1f} pt on {now.items} items)" if now.difference is not None else ""
+    why = f": {now.reason}" if check.outcome == "inconclusive" and now.reason else ""
     return (
         f"quality {now.candidate} {now.metric}@{now.point}: {check.outcome}: {now.outcome} now{shown}, "
-        f"{then.outcome} published"
+        f"{then.outcome} published{why}"
     )
 
 
@@ -373,12 +384,35 @@ def _calibration(ledger: Ledger, target: Target, number: ReleaseNumber) -> verdi
     return runner.to_verdict_calibration(entry)
 
 
-def _outcome(verdict_outcome: str) -> str:
-    if verdict_outcome == "no-change":
-        return "reproduced"
-    if verdict_outcome in ("win", "regression"):
-        return "not-reproduced"
-    return "inconclusive"
+def judge(verdict: verdicts.Verdict) -> tuple[str, str]:
+    """``(outcome, reason)`` of one re-measured number (``RULE``): its effect's CI against the
+    tolerance (``verdict.bar.min_effect``), both ways. Inside: reproduced; outside, with replicates
+    that agree: not-reproduced; across the edge: inconclusive. Pure: the numbers it says are the
+    verdict's."""
+    low, high, effect = verdict.ci_low, verdict.ci_high, verdict.effect
+    if low is None or high is None or effect is None:  # the noise is unknown: the verdict says why
+        return "inconclusive", verdict.reason
+    tolerance = verdict.bar.min_effect
+    said = (
+        f"{verdict.candidate_geomean:.4g} now vs {verdict.control_geomean:.4g} published, effect "
+        f"{_pct(effect)} [{_pct(low)}, {_pct(high)}]"
+    )
+    margin = f"the ±{tolerance * 100:g}% tolerance"
+    if -tolerance < low and high < tolerance:
+        return "reproduced", f"{said} lies inside {margin}"
+    if not (low > tolerance or high < -tolerance):  # an edge inside the CI (or touching it)
+        mde = f", MDE {verdict.mde * 100:.1f}%" if verdict.mde is not None else ""
+        return "inconclusive", (
+            f"{said} crosses the edge of {margin}{mde}: shown neither inside nor outside it "
+            "(more launches, --repeats N, narrow the new side's share of the CI)"
+        )
+    if verdict.agreement is not None and not verdict.agreement.passed:
+        return "inconclusive", f"{said} lies outside {margin}, but {verdict.reason}"
+    return "not-reproduced", f"{said} lies outside {margin}: the number does not hold today"
+
+
+def _pct(share: float) -> str:
+    return f"{share * 100:+.1f}%"
 
 
 def overall(outcomes: list[NumberOutcome], checks: list[QualityCheck] | None = None) -> str:
@@ -392,14 +426,8 @@ def overall(outcomes: list[NumberOutcome], checks: list[QualityCheck] | None = N
 
 
 def describe(outcome: NumberOutcome) -> str:
-    v = outcome.verdict
-    if v.effect is None or v.ci_low is None or v.ci_high is None:  # verdicts set all three or none
-        return f"{outcome.number.name}: {outcome.outcome} ({v.reason})"
-    return (
-        f"{outcome.number.name}: {outcome.outcome}: {v.candidate_geomean:.4g} now vs {v.control_geomean:.4g} "
-        f"published, effect {v.effect * 100:+.1f}% [{v.ci_low * 100:+.1f}%, {v.ci_high * 100:+.1f}%], "
-        f"tolerance ±{v.bar.min_effect * 100:g}% ({v.outcome})"
-    )
+    """``name: outcome: reason``, the line `ledger reproduce` prints and the entry's text keeps."""
+    return f"{outcome.number.name}: {outcome.outcome}: {outcome.reason or outcome.verdict.reason}"
 
 
 def number_metrics(outcome: NumberOutcome) -> dict[str, float]:
@@ -449,6 +477,7 @@ def record(
     payload = {
         "target": release.id,
         "outcome": overall(outcomes, checks),
+        "rule": RULE,
         "text": f"reproduction of {release.ref} on {contexts[0].host.get('hostname', '?')}: "
         + "; ".join(lines),
         "metrics": metrics,

@@ -4,9 +4,12 @@ The ledger (``ledger/*.jsonl``) and the raw files under ``runs/<run_id>/`` are t
 package copies what they hold into an MLflow tracking store so people can browse, filter and plot:
 
 - one parent run per ``result`` entry (``ledger run``: named after the experiment's run id), with
-  the verdict of every bar as tags and its effect / CI as metrics, the arms' fingerprints, images
-  and model hashes, instrument versions and the spec as params, and one nested child run per
-  arm x repeat x point read from ``measurements.jsonl``;
+  its bars by position as columns that line up across experiments (``bar<n>``, ``bar<n>.verdict``,
+  ``bar<n>.effect_pct`` / ``.ci_low_pct`` / ``.ci_high_pct`` / ``.candidate`` / ``.control``), the
+  verdict of every bar as tags, the arms' fingerprints, images and model hashes, instrument
+  versions and the spec as params; one summary child per (arm, point) a bar compares (the arm's
+  medians), the link to MLflow's compare view of control against candidate (``ledger.compare``),
+  and one nested child run per arm x repeat x point read from ``measurements.jsonl``;
 - one run per ``calibration`` entry (nested children from the A/A ``calibration.jsonl``) and per
   ``failure`` entry (its cause and log tail as ``failure.txt``);
 - links as tags, refreshed by every sync with the status: every calibration a result's verdicts
@@ -29,11 +32,14 @@ and ``mlflow`` / ``sqlite3`` each have one importer):
                the notes about it (tags every sync refreshes)
   runfolder    a run folder on this box: its files, one child run per (arm, repeat, point), what
                sets the arms apart
+  compare      a result's bars as columns by position (bar<n>.*), its summary children (one per arm
+               and point a bar compares) and which of them its saved comparison opens
   entries      a result / calibration / failure entry as its run; status tags; redaction (pure)
   tree         an entry's run tree in a store (TrackingClient): create, complete, refresh, delete;
                SyncSession, the tag that says who is building a RUNNING run
   uri          tracking URIs: accepted schemes, printed without credentials
-  view         the experiment's view state in MLflow's UI (columns) and the link that opens it
+  view         the experiment's view state in MLflow's UI (columns) and the links that open it, for
+               any store (a local one: the `mlflow ui` command and the address it serves)
   localstore   the local SQLite store: its file and artifact folder, WAL commits, backup, relocation
                (the only user of sqlite3)
   mlflowstore  MLflow itself, imported lazily: MlflowTrackingClient, what it raises, server reachable

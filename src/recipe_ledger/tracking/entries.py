@@ -1,8 +1,9 @@
 """A ledger entry as its MLflow run (pure): name, tags, params, metrics and texts of a ``result``,
 ``calibration`` or ``failure`` entry, its status mirrored into tags, every string redacted.
 
-- a ``result``: the verdict of every bar as tags and its effect / CI as metrics, the arms'
-  fingerprints, images and model hashes, instrument versions and the spec as params;
+- a ``result``: its bars by position as columns (``compare.bar_columns``), the verdict of every bar
+  as tags, the arms' fingerprints, images and model hashes, instrument versions and the spec as
+  params, its summary children (``compare.summary_specs``);
 - a ``calibration``: its instrument, metric and the noise per point;
 - a ``failure``: its cause as tags and ``failure.txt`` (cause and log tail).
 
@@ -21,6 +22,7 @@ from typing import Any
 from recipe_ledger import metrics as metric_table
 from recipe_ledger import runs
 from recipe_ledger.redact import redact_obj, redact_text
+from recipe_ledger.tracking.compare import bar_columns, summary_specs
 from recipe_ledger.tracking.links import NO_LINKS, Links, link_tags, note_text, short
 from recipe_ledger.tracking.runfolder import Roots, run_folder, with_run_folder
 from recipe_ledger.tracking.runspec import (
@@ -162,21 +164,6 @@ def design_metrics(record: Mapping[str, Any]) -> dict[str, float]:
     return numbers({f"design.{name}": design.get(name) for name in ("launches", "looks", "cap")})
 
 
-def bar_metrics(bars: Iterable[Mapping[str, Any]]) -> dict[str, float]:
-    """Per bar the effect, its CI and the detectable effect as signed percentages (``.effect_pct``
-    = +3.1 for +3.1%), and the two medians compared, in the metric's own unit."""
-    out: dict[str, float] = {}
-    for bar in bars:
-        percent = {
-            f"{name}_pct": bar[name] * 100
-            for name in ("effect", "ci_low", "ci_high", "mde")
-            if finite_number(bar.get(name)) is not None
-        }
-        out.update(numbers(percent, bar_key(bar)))
-        out.update(numbers({name: bar.get(name) for name in ("control", "value")}, bar_key(bar)))
-    return out
-
-
 def quality_key(bar: Mapping[str, Any]) -> str:
     """``quality.<candidate>.<metric>.c<point>``: a quality bar, beside its candidate's verdicts."""
     return key("quality", bar["candidate"], bar["metric"], f"c{bar['point']}")
@@ -246,25 +233,30 @@ def result_spec(entry: Mapping[str, Any], runs_dir: Roots) -> RunSpec:
     record = payload.get("experiment")
     tags = common_tags(entry)
     params = {key("condition", k): str(v) for k, v in (payload.get("conditions") or {}).items()}
-    metrics = headline_metrics(payload.get("metrics") or {})
+    bars = (record or {}).get("bars") or []
+    # With bars, the arms' medians are on the summary children (compare), not 200 columns here.
+    metrics = {} if bars else headline_metrics(payload.get("metrics") or {})
     if payload.get("verdict"):
         tags["verdict"] = payload["verdict"]
     if record:
         tags.update({"ledger.experiment": record["name"], "ledger.run_id": record["run_id"]})
         tags.update({key("host", k): v for k, v in (record.get("host") or {}).items()})
-        tags.update(bar_tags(record.get("bars", [])))
+        tags.update(bar_tags(bars))
+        columns, bar_numbers = bar_columns(bars)
+        tags.update(columns)
         tags.update(design_tags(record))
         tags.update(quality_tags(record))
         params.update(experiment_params(record))
-        metrics.update(bar_metrics(record.get("bars", [])))
+        metrics.update(bar_numbers)
         metrics.update(quality_metrics(record))
         metrics.update(design_metrics(record))
         metrics.update(numbers({"duration_s": record.get("duration_s")}))
     params.update(script_params(entry))
-    name = _result_name(payload)
-    return with_run_folder(
-        _entry_spec(entry, name, tags, params, metrics, record), entry, runs_dir, runs.MEASUREMENTS
-    )
+    spec = _entry_spec(entry, _result_name(payload), tags, params, metrics, record)
+    if record and bars:
+        summaries, compared = summary_specs(record, payload.get("metrics") or {}, spec)
+        spec = replace(spec, summaries=summaries, compared=compared)
+    return with_run_folder(spec, entry, runs_dir, runs.MEASUREMENTS)
 
 
 def _result_name(payload: Mapping[str, Any]) -> str:
@@ -374,21 +366,26 @@ def entry_spec(
     build = {"result": result_spec, "calibration": calibration_spec, "failure": failure_spec}[entry["kind"]]
     spec = build(entry, runs_dir)
     final = run_status(entry["kind"], status)
-    spec = replace(
-        spec,
-        name=RETRACTED_PREFIX + spec.name if status == "retracted" else spec.name,
-        tags={**spec.tags, **units_tag(spec.metrics)},
-        status=final,
-        status_tags=mutable_tags(entry, status, note, links),
-        children=tuple(
+
+    def nested(runs: Iterable[RunSpec]) -> tuple[RunSpec, ...]:
+        return tuple(
             replace(
                 c,
                 tags={**c.tags, **units_tag(c.metrics)},
                 status="KILLED" if final == "KILLED" else "FINISHED",
                 status_tags={STATUS_TAG: status},
             )
-            for c in spec.children
-        ),
+            for c in runs
+        )
+
+    spec = replace(
+        spec,
+        name=RETRACTED_PREFIX + spec.name if status == "retracted" else spec.name,
+        tags={**spec.tags, **units_tag(spec.metrics)},
+        status=final,
+        status_tags=mutable_tags(entry, status, note, links),
+        children=nested(spec.children),
+        summaries=nested(spec.summaries),
     )
     return redact_spec(spec)
 
@@ -417,6 +414,7 @@ def redact_spec(spec: RunSpec) -> RunSpec:
         metrics={key(redact_text(name)): value for name, value in spec.metrics.items()},
         texts={name: redact_text(text) for name, text in spec.texts.items()},
         children=tuple(redact_spec(child) for child in spec.children),
+        summaries=tuple(redact_spec(summary) for summary in spec.summaries),
     )
 
 

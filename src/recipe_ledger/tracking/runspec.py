@@ -32,6 +32,7 @@ CALIBRATIONS_TAG = "ledger.calibrations"  # a result's calibrations: "<id12>, <i
 USED_BY_TAG = "ledger.used_by"  # a calibration's results: "<id12>, <id12>"
 NOTES_TAG = "ledger.notes"  # the notes that refer to the entry: "<id12>, <id12>"
 NOTE_TAG = "ledger.note"  # ledger.note.<id12> = the note's text, cut to NOTE_CHARS
+COMPARE_TAG = "ledger.compare"  # a result's link to MLflow's compare view of control and candidate
 
 # MLflow's run status says what the ledger says: a failure entry is FAILED, a retracted entry KILLED
 # (and its name starts with RETRACTED_PREFIX), everything else FINISHED. Any of them means the run
@@ -58,7 +59,9 @@ class RunSpec:
     texts: dict[str, str] = field(default_factory=dict)  # artifact file name -> text
     run_dir: Path | None = None  # the run folder on this box, if it is here
     files: tuple[str, ...] = ()  # paths under run_dir to upload
-    children: tuple[RunSpec, ...] = ()
+    children: tuple[RunSpec, ...] = ()  # one per (arm, repeat, point), from the run folder
+    summaries: tuple[RunSpec, ...] = ()  # one per (arm, point) a bar compares, from the entry (compare)
+    compared: tuple[int, ...] = ()  # the summaries the saved comparison opens (indexes)
     problems: tuple[str, ...] = ()  # run-folder lines that could not be read (file:line: why)
     status: str = "FINISHED"  # the MLflow status it ends in (run_status)
 

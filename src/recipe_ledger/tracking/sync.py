@@ -32,8 +32,9 @@ from recipe_ledger.tracking.mlflowstore import (
     store_failures,
 )
 from recipe_ledger.tracking.runfolder import Roots, find_run_dir, run_folder, run_roots
-from recipe_ledger.tracking.runspec import FILES_TAG, SYNC_TAG
+from recipe_ledger.tracking.runspec import COMPARE_TAG, FILES_TAG, SYNC_TAG
 from recipe_ledger.tracking.tree import (
+    CompareLink,
     IndexedRun,
     SyncSession,
     TrackingClient,
@@ -43,13 +44,14 @@ from recipe_ledger.tracking.tree import (
     refresh_status,
 )
 from recipe_ledger.tracking.uri import check_tracking_uri, safe_uri
-from recipe_ledger.tracking.view import browse_url
+from recipe_ledger.tracking.view import browse_lines, compare_url
 
 DEFAULT_EXPERIMENT = "recipe-ledger"
 # A sync into a store it does not expect to share (a local file) looks for other syncs at work
 # every WATCH_EVERY runs it makes; once it sees one, it looks each entry up before making its run.
 WATCH_EVERY = 25
 POST_CHECK_LOOKUPS = 100  # up to this many new entries, the post-check looks them up one by one
+COMPARES_PRINTED = 5  # a sync prints the comparison links of this many new results (all are tags)
 
 
 @dataclass
@@ -65,6 +67,8 @@ class SyncReport:
     runs: dict[str, str] = field(default_factory=dict)  # ledger entry id -> parent run id
     problems: list[str] = field(default_factory=list)  # run-folder lines not read (file:line: why)
     experiment_id: str = ""
+    # A new result's entry id -> its run's name and the link to its comparison (COMPARE_TAG).
+    compares: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def parent_run_ids(self) -> list[str]:
@@ -86,8 +90,24 @@ class SyncReport:
         if self.problems:
             more = f" and {len(self.problems) - 1} more" if len(self.problems) > 1 else ""
             text += f"; run-folder lines not indexed: {self.problems[0]}{more}"
-        url = browse_url(self.tracking_uri, self.experiment_id)
-        return text + (f"\nBrowse: {url}" if url else "")
+        lines = [text, *browse_lines(self.tracking_uri, self.experiment_id)]
+        for name, url in list(self.compares.values())[:COMPARES_PRINTED]:
+            lines.append(f"Compare {name}: {url}")
+        if len(self.compares) > COMPARES_PRINTED:
+            unprinted = len(self.compares) - COMPARES_PRINTED
+            lines.append(f"(and {unprinted} more new results: their tag {COMPARE_TAG} has the link)")
+        return "\n".join(lines)
+
+    def compare_link(self, entry_id: str, run_name: str) -> CompareLink:
+        """The link to the comparison of a result's summaries, kept to be printed."""
+
+        def link(run_ids: Sequence[str]) -> str | None:
+            url = compare_url(self.tracking_uri, self.experiment_id, run_ids)
+            if url:
+                self.compares[entry_id] = (run_name, url)
+            return url
+
+        return link
 
 
 def sync_entries(
@@ -134,7 +154,8 @@ def sync_entries(
         if keep is None:
             spec = entry_spec(entry, runs_dir, *status)
             report.problems += spec.problems
-            created[entry["id"]] = report.runs[entry["id"]] = create_tree(client, spec, session)
+            run_id = create_tree(client, spec, session, report.compare_link(entry["id"], spec.name))
+            created[entry["id"]] = report.runs[entry["id"]] = run_id
             report.created += 1
             continue
         report.runs[entry["id"]] = keep.run_id
@@ -172,7 +193,7 @@ def _update(
     if existing.tags.get(FILES_TAG) != "attached" and find_run_dir(runs_dir, run_folder(entry)):
         spec = entry_spec(entry, runs_dir, *status)
         report.problems += spec.problems
-        attach_late_files(client, existing, spec)
+        attach_late_files(client, existing, spec, report.compare_link(entry["id"], spec.name))
         changed = True
     return changed
 
@@ -222,6 +243,7 @@ def _post_check(client: TrackingClient, created: Mapping[str, str], report: Sync
                 delete_tree(client, run.run_id)
         if keep is not None and keep.run_id != run_id:
             report.runs[entry_id] = keep.run_id
+            report.compares.pop(entry_id, None)  # its link is the other sync's to print
             report.created -= 1
             report.raced += 1
 

@@ -1,5 +1,6 @@
-"""An entry's run tree in a tracking store: the parent run, its files and its children, written,
-completed later, refreshed and removed through the few operations of ``TrackingClient``.
+"""An entry's run tree in a tracking store: the parent run, its files, its children (summaries and
+measurements) and the link to its comparison, written, completed later, refreshed and removed
+through the few operations of ``TrackingClient``.
 
 A parent run stays RUNNING until everything under it is logged, so a sync killed half-way leaves
 a run the next sync recognizes as unfinished (``SyncSession.abandoned``), deletes and rebuilds.
@@ -13,7 +14,7 @@ import secrets
 import socket
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,6 +23,7 @@ from recipe_ledger.redact import redact_text
 from recipe_ledger.tracking.entries import entry_spec, entry_status_tags
 from recipe_ledger.tracking.links import NO_LINKS, Links
 from recipe_ledger.tracking.runspec import (
+    COMPARE_TAG,
     FILES_TAG,
     MAX_TAG,
     PROBLEMS_TAG,
@@ -34,6 +36,8 @@ from recipe_ledger.tracking.runspec import (
 )
 
 STALE_MS = 3600 * 1000  # a RUNNING run whose sync left no trace for this long was abandoned
+# The link to MLflow's compare view of some runs of the experiment (view.compare_url, bound by sync).
+CompareLink = Callable[[Sequence[str]], str | None]
 
 
 @dataclass(frozen=True)
@@ -105,8 +109,14 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
-def create_tree(client: TrackingClient, spec: RunSpec, session: SyncSession | None = None) -> str:
-    """The parent run, its files and children; given its final status only when all of it is logged."""
+def create_tree(
+    client: TrackingClient,
+    spec: RunSpec,
+    session: SyncSession | None = None,
+    compare: CompareLink | None = None,
+) -> str:
+    """The parent run, its files, children and summaries, and (with ``compare``) the link to the
+    comparison of its summaries as a tag; given its final status only when all of it is logged."""
     tags = {
         **spec.tags,
         **spec.status_tags,
@@ -120,7 +130,7 @@ def create_tree(client: TrackingClient, spec: RunSpec, session: SyncSession | No
             withheld = stage_files(spec, Path(staging))
             run_id = client.create_run(replace(spec, tags={**tags, **_folder_tags(spec, withheld)}))
             client.upload_dir(run_id, Path(staging))
-    _create_children(client, run_id, spec)
+    _create_children(client, run_id, spec, compare)
     client.finish(run_id, spec.end_ms, spec.status)
     return run_id
 
@@ -134,12 +144,25 @@ def _folder_tags(spec: RunSpec, withheld: Sequence[str]) -> dict[str, str]:
     return tags
 
 
-def _create_children(client: TrackingClient, run_id: str, spec: RunSpec) -> None:
+def _create_children(
+    client: TrackingClient, run_id: str, spec: RunSpec, compare: CompareLink | None = None
+) -> None:
+    """The summaries, then the measurement children; then the parent's COMPARE_TAG (the
+    summaries' run ids are known only now)."""
+    summary_ids = [_create_child(client, run_id, summary) for summary in spec.summaries]
     for child in spec.children:
-        child_id = client.create_run(
-            replace(child, tags={**child.tags, **child.status_tags}), parent_run_id=run_id
-        )
-        client.finish(child_id, child.end_ms, child.status)
+        _create_child(client, run_id, child)
+    link = compare([summary_ids[i] for i in spec.compared]) if compare and spec.compared else None
+    if link:
+        client.set_tags(run_id, {COMPARE_TAG: link})
+
+
+def _create_child(client: TrackingClient, run_id: str, child: RunSpec) -> str:
+    child_id = client.create_run(
+        replace(child, tags={**child.tags, **child.status_tags}), parent_run_id=run_id
+    )
+    client.finish(child_id, child.end_ms, child.status)
+    return child_id
 
 
 def stage_files(spec: RunSpec, staging: Path) -> list[str]:
@@ -150,11 +173,14 @@ def stage_files(spec: RunSpec, staging: Path) -> list[str]:
     return stage_redacted(spec.run_dir, spec.files, staging) if spec.run_dir else []
 
 
-def attach_late_files(client: TrackingClient, existing: IndexedRun, spec: RunSpec) -> None:
-    """A run indexed on a box without the run folder gets the folder once a box that has it syncs."""
+def attach_late_files(
+    client: TrackingClient, existing: IndexedRun, spec: RunSpec, compare: CompareLink | None = None
+) -> None:
+    """A run indexed on a box without the run folder gets the folder once a box that has it syncs
+    (its summaries are made again with the children, and the comparison's link with them)."""
     for child_id in client.child_run_ids(existing.run_id):  # a half-finished earlier attach
         client.delete_run(child_id)
-    _create_children(client, existing.run_id, spec)
+    _create_children(client, existing.run_id, spec, compare)
     with tempfile.TemporaryDirectory(prefix="ledger-mlflow-") as staging:
         assert spec.run_dir is not None
         withheld = stage_redacted(spec.run_dir, spec.files, Path(staging))

@@ -379,6 +379,8 @@ def experiment_charts(
     effects, then the sweeps against their points (``point_axis``: what they are, concurrency or a
     launch flag's value); every axis names its unit."""
     places = dict.fromkeys((str(b["metric"]), str(b["point"])) for b in bars)
+    # a bar metric at its point is drawn once, as the verdict saw it (geometric means): a median
+    # chart of it would be a second, different picture of the same numbers
     charts = [_bar_metric_chart(m, pt, bars, control, repeats.get((m, pt), {})) for m, pt in places]
     skew = _skew_values(sweeps)
     if skew:
@@ -394,12 +396,14 @@ def experiment_charts(
         points = {x for values in sweeps[metric].values() for x, _ in values}
         if len(points) == 1:  # one point (a study's nominal one): arms side by side, not a line
             (point,) = points
+            if (metric, f"{point:g}") in places:
+                continue
             values = {arm: v for arm, pts in sweeps[metric].items() for _, v in pts}
             samples = repeats.get((metric, f"{point:g}"), {})
             charts.append(
                 plots.arms_chart(
                     values,
-                    title=f"{metric} at point {point:g}: median per arm, dots are repeats",
+                    title=f"{metric} at {point:g}: median per arm; dots: repeats",
                     x_label=plots.axis_label(metric),
                     control=control,
                     samples=samples,
@@ -418,7 +422,7 @@ def experiment_charts(
         charts.append(
             plots.sweep_chart(
                 sweeps[metric],
-                title=f"{metric} against {point_axis.meaning} (line: median; hollow dots: repeats)",
+                title=f"{metric} against {point_axis.meaning} (line: median per arm; dots: repeats)",
                 x_label=point_axis.label,
                 y_label=plots.axis_label(metric, short=True),
                 samples=samples,
@@ -440,7 +444,8 @@ def _skew_values(sweeps: dict) -> dict[str, dict[int, float]]:
 def _bar_metric_chart(
     metric: str, point: str, bars: list[dict[str, Any]], control: str | None, samples: dict[str, list[float]]
 ) -> str:
-    """One bar metric at its point: the control's and each candidate's median, and the repeats."""
+    """One bar metric at its point: the control's and each candidate's geometric mean over its
+    launches (the values the verdict compares, as its table shows them), and the repeats."""
     here = [b for b in bars if (str(b["metric"]), str(b["point"])) == (metric, point)]
     values = {str(b["candidate"]): b["value"] for b in here if isinstance(b.get("value"), (int, float))}
     control_values = [b["control"] for b in here if isinstance(b.get("control"), (int, float))]
@@ -450,7 +455,7 @@ def _bar_metric_chart(
     better = f"; {direction} is better" if direction else ""
     return plots.arms_chart(
         values,
-        title=f"{metric} at point {point}: median per arm, dots are repeats{better}",
+        title=f"{metric} at {point}: geometric mean per arm (the verdict's); dots: repeats{better}",
         x_label=plots.axis_label(metric),
         control=control,
         samples=samples,

@@ -7,7 +7,7 @@ from collections import defaultdict
 from urllib.parse import quote
 
 from recipe_ledger.site.entries import LedgerIndex
-from recipe_ledger.site.pages.recipes import RecipeInfo
+from recipe_ledger.site.pages.recipes import EVIDENCE_KINDS, RecipeInfo, count_words
 from recipe_ledger.site.shown import redact
 from recipe_ledger.site.writer import SiteWriter
 
@@ -37,10 +37,13 @@ def index_page_data(infos: list[RecipeInfo], evidence: dict, hardware_order: lis
         cells = {}
         for hw in columns:
             measured = [e for e, hws in evidence.get(info.name, []) if hw in hws]
+            kinds = {kind: sum(e.get("kind") == kind for e in measured) for kind in EVIDENCE_KINDS}
             cells[hw] = {
                 "declared": str(declared.get(hw, "")),
-                "results": sum(e.get("kind") in ("result", "release", "reproduction") for e in measured),
-                "failures": sum(e.get("kind") == "failure" for e in measured),
+                "counts": kinds,
+                "said": count_words(kinds),
+                "results": kinds["result"] + kinds["release"] + kinds["reproduction"],
+                "failures": kinds["failure"],
             }
         title = redact(info.loaded.recipe.meta.title) if info.loaded else info.name
         provider = redact(info.loaded.recipe.meta.provider) if info.loaded else ""

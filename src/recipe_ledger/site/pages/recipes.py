@@ -165,15 +165,68 @@ def recipe_evidence(
     for info in infos:
         for key in recipe_keys(info):
             by_key.setdefault(key, info.name)
-    found: dict[str, list] = defaultdict(list)
+    tied = []
     for entry in index.entries:
         if entry.get("kind") not in ("result", "failure", "release", "note", "reproduction"):
             continue
         words = entry_tokens(entry)
-        names = {by_key[w] for w in words if w in by_key}
+        tied.append(
+            (entry, {by_key[w] for w in words if w in by_key}, hardware_of(words, boxes, hardware_ids))
+        )
+    found: dict[str, list] = defaultdict(list)
+    for entry, names, hws in inherit_release_subjects(tied):
         for name in sorted(names):
-            found[name].append((entry, hardware_of(words, boxes, hardware_ids)))
+            found[name].append((entry, hws))
     return found
+
+
+Tied = tuple[dict[str, Any], set[str], set[str]]  # (entry, recipe names, hardware ids)
+
+
+def inherit_release_subjects(tied: list[Tied]) -> list[Tied]:
+    """A release often names neither its model nor its box (an imported lane's v12 lists only the
+    flags it changed), yet it ran where its lane runs. So a release takes the recipes and hardware
+    that any release of its lane names; and, failing that, an imported one takes those the other
+    entries imported from the same document name, when they name exactly one (a seed document is
+    one campaign on one box). Other kinds keep only what they name themselves."""
+    lanes: dict[str, tuple[set[str], set[str]]] = defaultdict(lambda: (set(), set()))
+    documents: dict[str, tuple[set[str], set[str]]] = defaultdict(lambda: (set(), set()))
+    for entry, names, hws in tied:
+        payload = entry.get("payload") or {}
+        if entry.get("kind") == "release" and isinstance(payload.get("lane"), str):
+            lanes[payload["lane"]][0].update(names)
+            lanes[payload["lane"]][1].update(hws)
+        if document := _imported_from(entry):
+            documents[document][0].update(names)
+            documents[document][1].update(hws)
+    out = []
+    for entry, names, hws in tied:
+        payload = entry.get("payload") or {}
+        if entry.get("kind") == "release":
+            lane_names, lane_hws = lanes.get(str(payload.get("lane")), (set(), set()))
+            names, hws = names | lane_names, hws | lane_hws
+            doc_names, doc_hws = documents.get(_imported_from(entry) or "", (set(), set()))
+            names = names or (doc_names if len(doc_names) == 1 else set())
+            hws = hws or (doc_hws if len(doc_hws) == 1 else set())
+        out.append((entry, names, hws))
+    return out
+
+
+def _imported_from(entry: dict[str, Any]) -> str | None:
+    origin = (entry.get("payload") or {}).get("origin")
+    if isinstance(origin, dict) and origin.get("how") == "imported" and isinstance(origin.get("source"), str):
+        return origin["source"]
+    return None
+
+
+KIND_WORDS = {"result": "result", "release": "release", "reproduction": "reproduction", "failure": "failure"}
+
+
+def count_words(counts: dict[str, int]) -> str:
+    """``{"result": 1, "release": 3, "failure": 5}`` -> ``1 result, 3 releases, 5 failures`` (the
+    kinds with none left out; "no measured evidence" when all are none)."""
+    said = [f"{n} {KIND_WORDS.get(kind, kind)}{'' if n == 1 else 's'}" for kind, n in counts.items() if n]
+    return ", ".join(said) or "no measured evidence"
 
 
 def evidence_cells(
@@ -187,7 +240,15 @@ def evidence_cells(
         here = [e for e, hws in evidence if hw in hws and e.get("kind") in EVIDENCE_KINDS]
         counts = {kind: sum(e.get("kind") == kind for e in here) for kind in EVIDENCE_KINDS}
         newest = [_evidence_row(e, {hw}, index, root) for e in here[-EVIDENCE_LINKS:][::-1]]
-        cells.append({"hardware": hw, "claimed": hardware.get(hw, ""), "counts": counts, "newest": newest})
+        cells.append(
+            {
+                "hardware": hw,
+                "claimed": hardware.get(hw, ""),
+                "counts": counts,
+                "said": count_words(counts),
+                "newest": newest,
+            }
+        )
     return cells
 
 
