@@ -40,14 +40,41 @@
 
     function texts(indices) { return indices.map(function (i) { return data.texts[i]; }); }
 
+    /* The cURL and `vllm bench serve` lines for the command shown: its served model name (else the
+       model it serves, else the recipe's model) and its --port (else vLLM's 8000). */
+    function clientLines(lines) {
+      var text = lines.join(" ").replace(/\\\s+/g, " ");
+      var served = /--served-model-name[ =](\S+)/.exec(text), serve = /\bvllm serve (\S+)/.exec(text);
+      var port = /--port[ =](\d+)/.exec(text);
+      var section = byId("command");
+      var model = served ? served[1] : serve ? serve[1] : (section && section.getAttribute("data-model")) || data.recipe;
+      var url = "http://localhost:" + (port ? port[1] : "8000");
+      var body = JSON.stringify({ model: model, messages: [{ role: "user", content: "Hello!" }], max_tokens: 64 });
+      return {
+        curl: "curl " + url + "/v1/chat/completions -H 'Content-Type: application/json' -d '" + body + "'",
+        bench: "vllm bench serve --model " + model + " --port " + (port ? port[1] : "8000") +
+          " --dataset-name random --random-input-len 1024 --random-output-len 256 --num-prompts 200"
+      };
+    }
+
+    function showEvidence() {
+      document.querySelectorAll("#cell-evidence .cell-evidence-for").forEach(function (block) {
+        block.classList.toggle("hidden", block.getAttribute("data-hardware") !== hardware.value);
+      });
+    }
+
     function show() {
       var features = chosenFeatures();
       var key = [hardware.value, strategy.value, variant.value, features.join(",")].join("|");
       var cell = data.combos[key];
       var out = byId("builder-command"), cli = byId("builder-cli"), warnings = byId("builder-warnings");
+      var curl = byId("builder-curl"), bench = byId("builder-bench");
       while (warnings.firstChild) warnings.removeChild(warnings.firstChild);
       out.classList.remove("missing", "error");
       saveSelection(features);
+      showEvidence();
+      curl.textContent = "";
+      bench.textContent = "";
       if (!strategy.value) {
         out.textContent = "No single-node strategy of this recipe runs on " + hardware.value + ".";
         out.classList.add("missing");
@@ -64,6 +91,9 @@
         out.classList.add("error");
       } else {
         out.textContent = texts(cell.lines).join("\n");
+        var lines = clientLines(texts(cell.lines));
+        curl.textContent = lines.curl;
+        bench.textContent = lines.bench;
         texts(cell.warnings).forEach(function (text) {
           var item = document.createElement("li");
           item.textContent = "warning: " + text;
@@ -199,7 +229,28 @@
     apply();
   }
 
+  /* Data tables reflow on a phone (site.css: each row a card): each cell is labelled with its
+     column's header here, so the CSS can print the label above the value. */
+  function initReflow() {
+    document.querySelectorAll("table.data").forEach(function (table) {
+      if (table.classList.contains("timeline")) return;
+      var heads = Array.prototype.map.call(table.querySelectorAll("thead tr:first-child th"), function (th) {
+        return th.textContent.trim();
+      });
+      table.classList.add("reflow");
+      if (!heads.length) return;
+      table.querySelectorAll("tbody tr").forEach(function (row) {
+        var column = 0;
+        Array.prototype.forEach.call(row.children, function (cell) {
+          if (heads[column]) cell.setAttribute("data-label", heads[column]);
+          column += cell.colSpan || 1;
+        });
+      });
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    initReflow();
     initBuilder();
     initTimeline();
     initRecipeSearch();
