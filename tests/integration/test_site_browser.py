@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import http.server
 import json
-import os
 import random
 import shutil
 import tempfile
@@ -28,6 +27,7 @@ from recipe_ledger.site.pages.recipes import cli_line
 
 from helpers.projects import REPO, make_project
 from helpers.resources import CHROMEDRIVER, CHROMIUM, require
+from helpers.scripts import load_script
 
 pytestmark = pytest.mark.slow
 
@@ -306,32 +306,18 @@ def test_a_crawl_of_the_published_site_finds_no_404(published, browser) -> None:
     assert missing == []
 
 
-SHOTS = REPO / "docs" / "screenshots"
-RECIPE = "recipes/deepseek-ai/deepseek-v4.1-flash.html"
+# The pages the README shows (scripts/screenshots.py owns the list; test_screenshots.py keeps the
+# PNGs current): each renders without a console error and without a horizontal scroll.
+SHOTS = load_script("scripts/screenshots.py").SHOT_LIST
 
 
-@pytest.mark.parametrize(
-    ("name", "page", "width"),
-    [
-        ("index-desktop", "index.html", 1280),
-        ("recipe-desktop", RECIPE + "?hardware=h200&features=reasoning,tool_calling#command", 1280),
-        ("experiment-desktop", "experiments/h200-expert-placement-bd60452cc40c.html#differences", 1280),
-        ("experiment-plots", "experiments/h200-expert-placement-bd60452cc40c.html#plots", 1280),
-        ("recipe-phone", RECIPE + "#evidence", 420),
-        ("ledger-phone", "ledger/index.html", 420),
-    ],
-)
-def test_the_published_pages_render_cleanly(published, browser, name: str, page: str, width: int) -> None:
-    """No console error at either width; with RECIPE_LEDGER_SCREENSHOTS=1 the screenshots the README
-    shows are written to docs/screenshots/ (committed; CI checks the pages, not the pixels)."""
-    browser.set_window_size(width, 1100)
+@pytest.mark.parametrize("shot", SHOTS, ids=[shot.name for shot in SHOTS])
+def test_the_published_pages_render_cleanly(published, browser, shot) -> None:
+    browser.set_window_size(shot.width, 1100)
     try:
-        browser.get(published + page)
+        browser.get(published + shot.address)
         assert _errors(browser) == []
         wide = browser.execute_script("return document.documentElement.scrollWidth")
-        assert wide <= browser.execute_script("return window.innerWidth"), page
-        if os.environ.get("RECIPE_LEDGER_SCREENSHOTS") == "1":
-            SHOTS.mkdir(parents=True, exist_ok=True)
-            browser.save_screenshot(str(SHOTS / f"{name}.png"))
+        assert wide <= browser.execute_script("return window.innerWidth"), shot.address
     finally:
         browser.set_window_size(1280, 1000)

@@ -8,10 +8,8 @@ of cases; this suite runs a few hundred, seeded, so a failure names a case that 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,19 +22,12 @@ from recipe_ledger.recipes.models import Recipe
 from recipe_ledger.spec.validate import validate_doc
 from recipe_ledger.spec.yamlfile import load_yaml
 
+from helpers.scripts import load_script
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _load_fuzz_module():
-    spec = importlib.util.spec_from_file_location("fuzz_inputs", REPO / "benchmarks" / "fuzz_inputs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-fuzz = _load_fuzz_module()
+fuzz = load_script("benchmarks/fuzz_inputs.py")
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ without git state its commit, and the ingest that only lets the ledger grow."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -12,20 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from helpers.scripts import load_script
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
 
 
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def moe():
-    yield load("make_random_moe")
+    yield load_script("scripts/make_random_moe.py")
     sys.modules.pop("make_tiny_model", None)
 
 

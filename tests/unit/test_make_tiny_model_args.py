@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
 
+from helpers.scripts import load_script
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "make_tiny_model.py"
 
 
 @pytest.fixture(scope="module")
 def mtm():
-    spec = importlib.util.spec_from_file_location("make_tiny_model", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("scripts/make_tiny_model.py")
 
 
 def test_module_imports_without_torch(mtm):

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
+
+from helpers.scripts import load_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "make_tiny_moe.py"
 
 
 @pytest.fixture(scope="module")
 def moe():
-    spec = importlib.util.spec_from_file_location("make_tiny_moe", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module
+    yield load_script("scripts/make_tiny_moe.py")
     sys.modules.pop("make_tiny_model", None)
 
 

@@ -7,7 +7,6 @@ Deterministic throughout: fixed samples, or a seeded ``random.Random``.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import random
 import re
@@ -33,19 +32,13 @@ from recipe_ledger.verdict import (
     repeats_needed,
 )
 
+from helpers.scripts import load_script
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _load_simulation():
-    """benchmarks/verdict_sim.py, by path: the simulation is the benchmark's, not the package's."""
-    spec = importlib.util.spec_from_file_location("verdict_sim", REPO / "benchmarks" / "verdict_sim.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-simulate_error_rates = _load_simulation().simulate_error_rates
+# benchmarks/verdict_sim.py, by path: the simulation is the benchmark's, not the package's.
+simulate_error_rates = load_script("benchmarks/verdict_sim.py").simulate_error_rates
 
 TPS_AT_8 = Bar(metric="output_tps_total", point=8, direction="higher", min_effect=0.03)
 TTFT_AT_8 = Bar(metric="ttft_ms_p50", point=8, direction="lower", min_effect=0.03)
