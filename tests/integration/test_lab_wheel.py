@@ -96,3 +96,38 @@ def test_a_lab_made_by_the_installed_wheel_lists_its_recipe_and_plans_its_exampl
     ).stdout
     assert f"experiment example-sort on {box}" in planned and "study arm builtin" in planned
     assert list((lab / "ledger").glob("*.jsonl")) == []  # signing off: no key entry; a plan records nothing
+
+
+def test_a_lab_runs_its_example_to_a_verdict_builds_its_site_and_verifies(installed, tmp_path):
+    """Issue 29's check, end to end with the wheel alone: init, commit, run the example to a verdict,
+    `dvc repro` (the lab's own dvc.yaml, its `ledger` the wheel's), `ledger verify`."""
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        # the writer signs from its first entry (as a new box does), its key outside the lab
+        "RECIPE_LEDGER_SIGNING": "on",
+        "RECIPE_LEDGER_KEY_DIR": str(tmp_path / "keys"),
+        "RECIPE_LEDGER_WRITER": "lab-box",
+        # the lab's dvc.yaml calls `ledger` by name: the wheel's, ahead of any other
+        "PATH": f"{installed}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    ledger = str(installed / "ledger")
+    _run(["git", "init", "-q"], lab, env)
+    made = _run([ledger, "init", "--name", "lab-one"], lab, env).stdout
+    assert "lab-box signs its chain" in made, made
+    _run(["git", "add", "-A"], lab, env)
+    _run(
+        ["git", "-c", "user.name=lab", "-c", "user.email=lab@example.invalid", "commit", "-qm", "lab"],
+        lab,
+        env,
+    )
+    ran = _run([ledger, "run", "experiments/example-sort.yaml", "--no-mlflow"], lab, env).stdout
+    # the comparisons (a count, not a time) decide on any machine, however busy; the time may not
+    assert "builtin compares_per_item@1: win" in ran, ran
+    _run([sys.executable, "-m", "dvc", "repro"], lab, env)
+    assert (lab / "site" / "index.html").is_file() and "lab-one" in (lab / "site" / "index.html").read_text()
+    assert any((lab / "tables").iterdir())
+    verified = _run([ledger, "verify"], lab, env)
+    assert verified.stdout.startswith("ok") and "signed" in verified.stdout, verified.stdout
+    assert "warning" not in verified.stdout + verified.stderr

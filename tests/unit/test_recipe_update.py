@@ -134,3 +134,27 @@ def test_a_flat_recipes_root_and_a_folder_without_models_are_refused(tmp_path):
     empty.mkdir()
     refused = CliRunner().invoke(main, ["recipe", "update", "--from", str(empty), "--root", str(lab)])
     assert refused.exit_code == 2 and "no models/ folder" in refused.output
+
+
+def test_the_lab_s_title_is_read_from_lab_yaml_and_defaults_without_one(tmp_path):
+    from recipe_ledger.errors import SpecError
+    from recipe_ledger.recipes.lab import DEFAULT_TITLE, read_lab
+
+    assert read_lab(tmp_path).site_title == DEFAULT_TITLE
+    (tmp_path / "lab.yaml").write_text('name: "lab-one"\nsite_title: "Lab One numbers"\n')
+    assert read_lab(tmp_path) == type(read_lab(tmp_path))("lab-one", "Lab One numbers")
+    (tmp_path / "lab.yaml").write_text("name: lab-one\nsite_title: [not, text]\n")
+    with pytest.raises(SpecError, match="lab.yaml:1"):
+        read_lab(tmp_path)
+
+
+def test_an_archive_s_lint_names_each_file_where_the_lab_will_hold_it(tmp_path):
+    # a flag written two ways is a lint warning; the archive's extraction folder is gone afterwards
+    source = _checkout(tmp_path / "recipes-abc123", extra_arg="--max-model-len=2048")
+    archive = tmp_path / "recipes.tgz"
+    with tarfile.open(archive, "w:gz") as tarred:
+        tarred.add(source, arcname="recipes-abc123")
+    lab = tmp_path / "lab"
+    _init(lab)
+    lint = [line for line in _update(lab, archive, "--dry-run").splitlines() if line.startswith("  lint: ")]
+    assert lint and all(line.startswith(f"  lint: recipes/upstream/{TINY_REF}:") for line in lint), lint

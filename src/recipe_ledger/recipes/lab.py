@@ -7,7 +7,7 @@
     recipes/upstream/             a recipes snapshot (``ledger recipe update --from PATH``)
     boxes/<this-machine>.yaml     this machine's profile, detected (recipes.boxdetect)
     experiments/example-sort.yaml a first study with no server, and scripts/example_probe.py
-    dvc.yaml, .gitignore          ledger -> tables -> site
+    dvc.yaml, .dvc/, .gitignore   ledger -> tables -> site (a DVC project: `dvc repro` works at once)
 
 Every file comes from the package (``lab_template/``), so the tool works from a wheel outside this
 repository. Nothing that exists is overwritten: running it again creates only what is missing.
@@ -21,7 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from recipe_ledger.errors import SpecError
 from recipe_ledger.recipes.layers import BOXES, OVERLAY, PACKAGED_RECIPES, TEMPLATE
+from recipe_ledger.spec.yamlfile import load_yaml
 
 EXAMPLE = "experiments/example-sort.yaml"
 BOX_PLACEHOLDER = "__BOX__"
@@ -47,6 +49,9 @@ def lab_files(name: str, title: str, box_id: str, box_text: str) -> list[LabFile
         LabFile(EXAMPLE, lambda: template(EXAMPLE)().replace(BOX_PLACEHOLDER, box_id)),
         LabFile("scripts/example_probe.py", template("scripts/example_probe.py")),
         LabFile("dvc.yaml", template("dvc.yaml")),
+        # What `dvc init` writes (analytics off): `dvc repro` works without a DVC step of its own.
+        LabFile(".dvc/config", template("dvc/config")),
+        LabFile(".dvc/.gitignore", template("dvc/gitignore.txt")),
         LabFile(".gitignore", template("gitignore.txt")),
     ]
 
@@ -64,6 +69,29 @@ def make_lab(project: Path, files: list[LabFile]) -> list[str]:
         tmp.replace(target)
         made.append(item.path)
     return made
+
+
+DEFAULT_TITLE = "Recipe Ledger"  # a project without lab.yaml: this tool's own repository
+
+
+@dataclass(frozen=True)
+class LabInfo:
+    name: str
+    site_title: str
+
+
+def read_lab(project: Path) -> LabInfo:
+    """The project's lab.yaml (its name and site title); the tool's defaults without one. A file
+    that is not a mapping of strings is a SpecError at its line."""
+    path = project / "lab.yaml"
+    if not path.is_file():
+        return LabInfo(name=project.resolve().name, site_title=DEFAULT_TITLE)
+    doc = load_yaml(path, display_path="lab.yaml")
+    data = doc.data if isinstance(doc.data, dict) else None
+    if data is None or not all(isinstance(data.get(k, ""), str) for k in ("name", "site_title")):
+        raise SpecError("expected name: and site_title: as text", where=doc.where())
+    name = data.get("name") or project.resolve().name
+    return LabInfo(name=name, site_title=data.get("site_title") or DEFAULT_TITLE)
 
 
 def _lab_record(name: str, title: str) -> str:

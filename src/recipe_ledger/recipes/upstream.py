@@ -12,6 +12,7 @@ hash of the snapshot's files.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -103,11 +104,20 @@ def update(
         added, removed, changed = compare(upstream if upstream.is_dir() else None, new_dir, hardware)
         report = UpdateReport(str(source), commit, content_hash(new_dir), added, removed, changed)
         root = RecipeRoot(new_dir)
-        report.warnings = lint_items(root, root.load_all())
+        report.warnings = [_as_taken_in(w, new_dir) for w in lint_items(root, root.load_all())]
         if not dry_run:
             replace_upstream(recipes, new_dir, report)
             report.applied = True
     return report
+
+
+def _as_taken_in(warning: LintWarning, new_dir: Path) -> LintWarning:
+    """The warning at the path its file will have in the lab (recipes/upstream/...): the snapshot's
+    temporary folder (an archive's extraction) is gone once the command returns."""
+    prefix = f"{new_dir}/"
+    if not warning.where.startswith(prefix):
+        return warning
+    return dataclasses.replace(warning, where=f"recipes/{UPSTREAM}/{warning.where[len(prefix) :]}")
 
 
 def replace_upstream(recipes: Path, new_dir: Path, report: UpdateReport) -> None:

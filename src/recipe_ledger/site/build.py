@@ -17,6 +17,7 @@ from pathlib import Path
 
 from recipe_ledger.ledger.published import load_verified
 from recipe_ledger.recipes.boxes import list_boxes
+from recipe_ledger.recipes.lab import read_lab
 from recipe_ledger.site.entries import index_ledger
 from recipe_ledger.site.pages.experiments import experiment_pages, write_experiments
 from recipe_ledger.site.pages.home import write_home
@@ -57,9 +58,9 @@ def build_site(
     index = index_ledger(view)
     refresh_secret_env()
     root = CachedRoot(recipes_dir or project / "recipes")
-    boxes = list_boxes(root.root / "boxes") if (root.root / "boxes").is_dir() else []
+    boxes = list_boxes(root.boxes_dirs)  # a lab's boxes/ first, then its recipes' (recipes.layers)
     prepare_out(out)
-    writer = SiteWriter(out)
+    writer = SiteWriter(out, read_lab(project).site_title)
     copy_static(writer)
     infos = load_recipes(root)
     report.recipes = len(infos)

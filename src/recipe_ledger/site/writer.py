@@ -25,6 +25,7 @@ from recipe_ledger import metrics as metric_table
 from recipe_ledger import tables as tables_mod
 from recipe_ledger.errors import InputError
 from recipe_ledger.paths import contained
+from recipe_ledger.recipes.lab import DEFAULT_TITLE
 
 MARKER = ".recipe-ledger-site"  # a folder holding this file may be emptied and rebuilt
 Progress = Callable[[str, int, int], None]  # (stage, done, total): the CLI's progress bar
@@ -65,7 +66,7 @@ def dump_json(data: Any, *, compact: bool = False) -> str:
 class SiteWriter:
     """Renders templates and writes page + JSON pairs under ``out``; counts what it wrote."""
 
-    def __init__(self, out: Path):
+    def __init__(self, out: Path, site_title: str = DEFAULT_TITLE):
         self.out = out
         self.pages = 0
         self.files = 0
@@ -84,6 +85,7 @@ class SiteWriter:
         self.env.filters["url"] = lambda v: quote(str(v))
         self.env.filters["unit"] = value_with_unit
         self.env.filters["percent"] = tables_mod.percent_text
+        self.env.globals["site_title"] = site_title  # a lab's (lab.yaml), in every page's head and nav
 
     def write_text(self, rel: str, text: str) -> None:
         self.write_bytes(rel, text.encode("utf-8"))  # rel is built from recipe and entry names

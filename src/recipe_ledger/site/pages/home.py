@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from urllib.parse import quote
 
+from recipe_ledger.recipes.lab import DEFAULT_TITLE
 from recipe_ledger.site.entries import LedgerIndex
 from recipe_ledger.site.pages.recipes import EVIDENCE_KINDS, RecipeInfo, count_words
 from recipe_ledger.site.shown import redact
@@ -24,7 +25,7 @@ def write_home(
     """``index.html`` with the site's counts, and ``llms.txt``."""
     counts = site_counts(index, infos, releases, experiments)
     writer.page("index.html", "index.html", index_page_data(infos, evidence, hardware_ids, counts))
-    writer.write_text("llms.txt", llms_txt(infos, releases, experiments))
+    writer.write_text("llms.txt", llms_txt(infos, releases, experiments, writer.env.globals["site_title"]))
 
 
 def index_page_data(infos: list[RecipeInfo], evidence: dict, hardware_order: list[str], counts: dict) -> dict:
@@ -77,9 +78,11 @@ def site_counts(index: LedgerIndex, infos: list, releases: list, experiments: li
     }
 
 
-def llms_txt(infos: list[RecipeInfo], releases: list[tuple[str, dict]], experiments: list) -> str:
+def llms_txt(
+    infos: list[RecipeInfo], releases: list[tuple[str, dict]], experiments: list, title: str = DEFAULT_TITLE
+) -> str:
     lines = [
-        "# Recipe Ledger",
+        f"# {title}",
         "",
         (
             "> Serving recipes for large models, with every published number tied to an append-only, "
