@@ -1127,9 +1127,13 @@ def test_sync_links_each_new_result_to_the_comparison_of_its_control_and_candida
 def test_a_sync_prints_a_few_comparison_links_and_says_where_the_rest_are():
     report = SyncReport("http://h:5000", "x", experiment_id="1")
     for n in range(sync_module.COMPARES_PRINTED + 2):
-        report.compare_link(f"entry{n}", f"run{n}")([f"a{n}", f"b{n}"])
+        entry = {"id": f"entry{n}", "ts": f"2026-12-0{n + 1}T00:00:00Z"}
+        report.compare_link(entry, f"run{n}")([f"a{n}", f"b{n}"])
     lines = str(report).splitlines()
-    assert sum(line.startswith("Compare ") for line in lines) == sync_module.COMPARES_PRINTED
+    printed = [line.split(":")[0] for line in lines if line.startswith("Compare ")]
+    # the newest first: a first sync indexes the whole ledger, the run just made is the one wanted
+    newest = range(sync_module.COMPARES_PRINTED + 1, 1, -1)
+    assert printed == [f"Compare run{n}" for n in newest]
     assert lines[-1] == f"(and 2 more new results: their tag {COMPARE_TAG} has the link)"
 
 

@@ -67,8 +67,11 @@ class SyncReport:
     runs: dict[str, str] = field(default_factory=dict)  # ledger entry id -> parent run id
     problems: list[str] = field(default_factory=list)  # run-folder lines not read (file:line: why)
     experiment_id: str = ""
-    # A new result's entry id -> its run's name and the link to its comparison (COMPARE_TAG).
+    # A new result's entry id -> its run's name and the link to its comparison (COMPARE_TAG), and
+    # when it was written: the newest are printed first (a first sync indexes a whole ledger, and
+    # the run a person just made is the one they came for).
     compares: dict[str, tuple[str, str]] = field(default_factory=dict)
+    compare_times: dict[str, str] = field(default_factory=dict)
 
     @property
     def parent_run_ids(self) -> list[str]:
@@ -91,20 +94,25 @@ class SyncReport:
             more = f" and {len(self.problems) - 1} more" if len(self.problems) > 1 else ""
             text += f"; run-folder lines not indexed: {self.problems[0]}{more}"
         lines = [text, *browse_lines(self.tracking_uri, self.experiment_id)]
-        for name, url in list(self.compares.values())[:COMPARES_PRINTED]:
+        newest = sorted(
+            self.compares, key=lambda entry_id: self.compare_times.get(entry_id, ""), reverse=True
+        )
+        for entry_id in newest[:COMPARES_PRINTED]:
+            name, url = self.compares[entry_id]
             lines.append(f"Compare {name}: {url}")
         if len(self.compares) > COMPARES_PRINTED:
             unprinted = len(self.compares) - COMPARES_PRINTED
             lines.append(f"(and {unprinted} more new results: their tag {COMPARE_TAG} has the link)")
         return "\n".join(lines)
 
-    def compare_link(self, entry_id: str, run_name: str) -> CompareLink:
+    def compare_link(self, entry: Mapping[str, Any], run_name: str) -> CompareLink:
         """The link to the comparison of a result's summaries, kept to be printed."""
 
         def link(run_ids: Sequence[str]) -> str | None:
             url = compare_url(self.tracking_uri, self.experiment_id, run_ids)
             if url:
-                self.compares[entry_id] = (run_name, url)
+                self.compares[entry["id"]] = (run_name, url)
+                self.compare_times[entry["id"]] = str(entry.get("ts", ""))
             return url
 
         return link
@@ -154,7 +162,7 @@ def sync_entries(
         if keep is None:
             spec = entry_spec(entry, runs_dir, *status)
             report.problems += spec.problems
-            run_id = create_tree(client, spec, session, report.compare_link(entry["id"], spec.name))
+            run_id = create_tree(client, spec, session, report.compare_link(entry, spec.name))
             created[entry["id"]] = report.runs[entry["id"]] = run_id
             report.created += 1
             continue
@@ -193,7 +201,7 @@ def _update(
     if existing.tags.get(FILES_TAG) != "attached" and find_run_dir(runs_dir, run_folder(entry)):
         spec = entry_spec(entry, runs_dir, *status)
         report.problems += spec.problems
-        attach_late_files(client, existing, spec, report.compare_link(entry["id"], spec.name))
+        attach_late_files(client, existing, spec, report.compare_link(entry, spec.name))
         changed = True
     return changed
 
