@@ -14,7 +14,12 @@ all-reduce ``algbw x 2 (n - 1) / n``, all-to-all ``algbw x (n - 1) / n``, so the
 with nccl-tests' and with ``recipes.parallel_cost``'s bytes per GPU.
 
 NCCL settings are taken from the environment as the device README asks (``NCCL_NVLS_ENABLE=0``
-kept); this script sets none of them.
+kept); the script sets one only when asked: ``--p2p off`` sets ``NCCL_P2P_DISABLE=1`` in the
+workers, so the same GPUs measure a host-staged path beside their own.
+
+The process group, the timing loop and the rank agreement below are shared with
+scripts/gpu_tp2_step.py, which imports them (``add_group_args``, ``run_ranks``, ``timed``,
+``agreed_median``).
 """
 
 from __future__ import annotations
@@ -22,26 +27,40 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
+
+
+def add_group_args(parser: argparse.ArgumentParser) -> None:
+    """The options every multi-process study takes: who takes part, how, and for how long."""
+    parser.add_argument("--world", type=int, default=2, help="processes (GPUs) taking part")
+    parser.add_argument("--budget-s", type=float, default=2.0, help="timed seconds per measurement")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed calls before each measurement")
+    parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
+    parser.add_argument("--port", type=int, default=29533, help="the rendezvous port on 127.0.0.1")
+    parser.add_argument(
+        "--p2p",
+        choices=("on", "off"),
+        default="on",
+        help="off: NCCL_P2P_DISABLE=1, so NCCL stages every transfer through host memory (the path "
+        "004's dual GH200 has between its Hoppers); on: NCCL's choice",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the random data's seed")
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--world", type=int, default=2, help="processes (GPUs) taking part")
+    add_group_args(parser)
     parser.add_argument(
         "--sizes", default="4096,65536,1048576,33554432", help="message bytes, comma-separated"
     )
-    parser.add_argument("--budget-s", type=float, default=2.0, help="timed seconds per (collective, size)")
-    parser.add_argument("--warmup", type=int, default=5, help="untimed calls before each measurement")
-    parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
-    parser.add_argument("--port", type=int, default=29533, help="the rendezvous port on 127.0.0.1")
-    parser.add_argument("--seed", type=int, default=0, help="accepted for the instrument's template")
     return parser.parse_args(argv)
 
 
-def _backend(choice: str) -> str:
+def pick_backend(choice: str) -> str:
     import torch
 
     if choice != "auto":
@@ -49,34 +68,49 @@ def _backend(choice: str) -> str:
     return "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= 2 else "gloo"
 
 
-def _sync(device) -> None:
+def sync(device) -> None:
     import torch
 
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def _timed(call, device, budget_s: float, warmup: int) -> list[float]:
-    """Seconds per call, each timed alone (synchronised), until the budget is spent (at least 5)."""
+def _once(call: Callable[[], object], device) -> float:
+    """One call's seconds, synchronised."""
+    start = time.perf_counter()
+    call()
+    sync(device)
+    return time.perf_counter() - start
+
+
+def _agreed_count(wanted: int, device) -> int:
+    """The fewest calls any rank wants: every rank must make the same number of collective calls,
+    or the one that stops first leaves the others waiting forever in their next call."""
+    import torch
+    import torch.distributed as dist
+
+    count = torch.tensor([wanted], dtype=torch.int64, device=device)
+    dist.all_reduce(count, op=dist.ReduceOp.MIN)
+    return int(count.item())
+
+
+def timed(call: Callable[[], object], device, budget_s: float, warmup: int) -> list[float]:
+    """Seconds per call, each timed alone after a barrier, as many calls (at least 5, at most
+    10,000) as the first timed call says fit the budget, the same number on every rank."""
     import torch.distributed as dist
 
     for _ in range(warmup):
         call()
-    _sync(device)
+    sync(device)
+    first = _once(call, device)
     times: list[float] = []
-    deadline = time.perf_counter() + budget_s
-    while len(times) < 5 or time.perf_counter() < deadline:
+    for _ in range(_agreed_count(min(10_000, max(5, int(budget_s / max(first, 1e-9)))), device)):
         dist.barrier()
-        start = time.perf_counter()
-        call()
-        _sync(device)
-        times.append(time.perf_counter() - start)
-        if len(times) >= 10_000:
-            break
+        times.append(_once(call, device))
     return times
 
 
-def _agreed_median(times: list[float], device) -> float:
+def agreed_median(times: list[float], device) -> float:
     """The slowest rank's median: a collective is as slow as the rank that waits longest."""
     import torch
     import torch.distributed as dist
@@ -86,10 +120,11 @@ def _agreed_median(times: list[float], device) -> float:
     return float(value.item())
 
 
-def _collectives(args: argparse.Namespace, rank: int, world: int, device) -> dict[str, float]:
+def _collectives(args: argparse.Namespace, rank: int, device) -> dict[str, float]:
     import torch
     import torch.distributed as dist
 
+    world = args.world
     out: dict[str, float] = {}
     for size in (int(s) for s in args.sizes.split(",")):
         elements = max(world, size // 2 // world * world)  # bf16 on GPUs, a multiple of the world
@@ -97,14 +132,14 @@ def _collectives(args: argparse.Namespace, rank: int, world: int, device) -> dic
         data = torch.ones(elements, dtype=dtype, device=device)
         nbytes = elements * data.element_size()
         reduce_call = functools.partial(dist.all_reduce, data)
-        seconds = _agreed_median(_timed(reduce_call, device, args.budget_s, args.warmup), device)
+        seconds = agreed_median(timed(reduce_call, device, args.budget_s, args.warmup), device)
         out[f"allreduce_us_{size}"] = seconds * 1e6
         out[f"allreduce_busbw_gbps_{size}"] = nbytes / seconds / 1e9 * 2 * (world - 1) / world
         target = torch.empty_like(data)
         try:
             exchange_call = functools.partial(dist.all_to_all_single, target, data)
-            seconds = _agreed_median(_timed(exchange_call, device, args.budget_s, args.warmup), device)
-        except RuntimeError as error:  # gloo builds without all-to-all
+            seconds = agreed_median(timed(exchange_call, device, args.budget_s, args.warmup), device)
+        except RuntimeError as error:  # a gloo build without all-to-all
             if rank == 0:
                 print(f"all-to-all not measured on {dist.get_backend()}: {error}", file=sys.stderr)
             continue
@@ -129,27 +164,52 @@ def _p2p(args: argparse.Namespace, rank: int, device) -> dict[str, float]:
             elif rank == dst:
                 dist.recv(data, src)
 
-        seconds = _agreed_median(_timed(call, device, args.budget_s, args.warmup), device)
+        seconds = agreed_median(timed(call, device, args.budget_s, args.warmup), device)
         out[f"p2p_gbps_{src}to{dst}"] = data.numel() * 4 / seconds / 1e9
     return out
 
 
-def _worker(rank: int, args: argparse.Namespace, backend: str, results) -> None:
+def link_metrics(rank: int, args: argparse.Namespace, device) -> dict[str, float]:
+    return {**_p2p(args, rank, device), **_collectives(args, rank, device)}
+
+
+Worker = Callable[[int, argparse.Namespace, object], "dict[str, float]"]
+
+
+def _rank_main(rank: int, worker: Worker, args: argparse.Namespace, backend: str, results) -> None:
+    """One rank: join the group (one GPU each on NCCL), run ``worker``, hand rank 0's metrics back."""
     import torch
     import torch.distributed as dist
 
+    if args.p2p == "off":  # before the communicator exists: NCCL reads it once, at init
+        os.environ["NCCL_P2P_DISABLE"] = "1"
     device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
+    else:
+        torch.set_num_threads(1)  # ranks share the host's cores: one thread each, not one pool each
     dist.init_process_group(
         backend, init_method=f"tcp://127.0.0.1:{args.port}", rank=rank, world_size=args.world
     )
     try:
-        metrics = {**_p2p(args, rank, device), **_collectives(args, rank, args.world, device)}
+        metrics = worker(rank, args, device)
         if rank == 0:
             results.put(metrics)
     finally:
         dist.destroy_process_group()
+
+
+def run_ranks(worker: Worker, args: argparse.Namespace) -> tuple[str, dict[str, float]]:
+    """``worker`` on ``args.world`` spawned processes; the backend and rank 0's metrics."""
+    import torch.multiprocessing as mp
+
+    backend = pick_backend(args.backend)
+    context = mp.get_context("spawn")
+    results = context.SimpleQueue()
+    mp.start_processes(
+        _rank_main, args=(worker, args, backend, results), nprocs=args.world, start_method="spawn"
+    )
+    return backend, results.get()
 
 
 def main(argv: list[str]) -> int:
@@ -157,14 +217,8 @@ def main(argv: list[str]) -> int:
     if args.world < 2:
         print("gpu_link_study: --world must be at least 2 (a path needs two ends)", file=sys.stderr)
         return 2
-    import torch.multiprocessing as mp
-
-    backend = _backend(args.backend)
-    context = mp.get_context("spawn")
-    results = context.SimpleQueue()
-    mp.start_processes(_worker, args=(args, backend, results), nprocs=args.world, start_method="spawn")
-    metrics = results.get()
-    print(json.dumps({"backend": backend, "world": args.world, **metrics}))
+    backend, metrics = run_ranks(link_metrics, args)
+    print(json.dumps({"backend": backend, "world": args.world, "p2p": args.p2p, **metrics}))
     return 0
 
 

@@ -102,6 +102,25 @@ def vllm() -> str | None:
 
 
 @functools.cache
+def torch_gloo() -> str | None:
+    """The serving venv's torch with torch.distributed's gloo backend: what the multi-GPU studies'
+    scripts (gpu_link_study.py, gpu_tp2_step.py) run on when there is no second GPU."""
+    python = SERVE_VLLM.parent / "python"
+    if not python.is_file():
+        return f"no vLLM serving venv ({python} is missing): ./dev serve-setup"
+    probe = (
+        "import torch.distributed as d; raise SystemExit(not (d.is_available() and d.is_gloo_available()))"
+    )
+    try:
+        checked = subprocess.run([str(python), "-c", probe], capture_output=True, timeout=120, check=False)
+    except subprocess.TimeoutExpired:
+        return f"{python} -c 'import torch.distributed' took over 120 s: ./dev serve-setup"
+    if checked.returncode != 0:
+        return f"{python} has no torch.distributed with gloo: ./dev serve-setup rebuilds the venv"
+    return None
+
+
+@functools.cache
 def sglang() -> str | None:
     """SGLang's CPU venv imports sglang (a stub or patch gone wrong fails here, not mid-test)."""
     if not SGLANG_PYTHON.is_file():
@@ -268,6 +287,7 @@ PROBES: dict[str, Probe] = {
     "docker": docker_daemon,
     "registry": registry,
     "vllm": vllm,
+    "torch-gloo": torch_gloo,
     "sglang": sglang,
     "tserve": tserve,
     "aiperf": aiperf,

@@ -1,9 +1,11 @@
 """At 80 columns (a plain terminal) every table keeps its headers: `ledger log`'s stacked rows sit
-under a header line, `ledger fit --predict`'s ceiling table keeps its batch label, and a vertical
-layout names its key cells. The ledgers are copies of the committed chains."""
+under a header line, `ledger fit --predict`'s ceiling table keeps its batch label and its step with
+the cross-GPU terms stays a table, and a vertical layout names its key cells. The ledgers are copies
+of the committed chains."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -73,3 +75,29 @@ def test_release_list_and_recipe_list_at_80_columns_name_every_value(project):
     recipes = at_80("recipe", "list", "--recipes", str(REPO / "recipes"))
     assert recipes[0].strip() == "recipe"  # the stacked layout's header, then the rows
     assert any(line.strip().startswith("title: ") for line in recipes)
+
+
+def test_fit_predict_with_tensor_parallelism_at_80_columns_is_a_table_of_shares():
+    lines = at_80("fit", V41, "--box", "dual-gh200", "--offload-gb", "100", "--predict", "--batch", "1")
+    title = next(i for i, line in enumerate(lines) if line.startswith("decode step with what TP2 pays"))
+    header, row = lines[title + 1], lines[title + 2]
+    assert header.split()[:5] == ["batch", "window", "link", "ms", "TP2"]
+    assert "share of the step" in header and all(len(line) <= 80 for line in (header, row))
+    # One row, one line: the shares name the host link and TP2 with what binds it.
+    assert row.split()[:2] == ["1", "1"] and "link" in row and "TP2" in row and "(latency)" in row
+    assert lines[title + 3].startswith("  TP2 ms:")
+    assert any(line.startswith("  - TP2: each of the 40 layers") for line in lines)
+
+
+def test_fit_predict_json_carries_the_same_steps_as_the_table():
+    args = ["fit", V41, "--box", "dual-gh200", "--offload-gb", "100", "--predict", "--batch", "1", "--json"]
+    data = json.loads(CliRunner().invoke(main, args).output)
+    (step,) = data["steps"]
+    (tp,) = step["collectives"]
+    assert data["parallel"] == {"tp": 2, "dp": 1, "ep": 1, "layout": "TP2"}
+    assert data["gpu_path"]["gbps"] == 58 and "sourced" in data["gpu_path"]["source"]
+    assert step["step_ms"] == pytest.approx(step["host_link_ms"] + tp["ms"])
+    assert step["shares"]["host link"] + step["shares"]["TP2 all-reduce"] == pytest.approx(1.0)
+    table = at_80("fit", V41, "--box", "dual-gh200", "--offload-gb", "100", "--predict", "--batch", "1")
+    row = table[next(i for i, line in enumerate(table) if line.startswith("decode step with")) + 2].split()
+    assert row[2:5] == [f"{step['host_link_ms']:.2f}", f"{tp['ms']:.2f}", f"{step['step_ms']:.2f}"]

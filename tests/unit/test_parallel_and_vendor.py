@@ -80,3 +80,36 @@ def test_an_arm_for_the_other_vendor_is_refused_before_launch(hardware, box_id, 
         return
     with pytest.raises(InputError, match=rf"arm 'b' resolves for {hardware} \(\w+ GPUs\), but box"):
         check_vendor("b", hardware, root, box)
+
+
+def test_every_multi_gpu_box_states_its_whole_gpu_to_gpu_path_and_where_it_comes_from():
+    for box in list_boxes(BOXES):
+        link = box.link
+        if box.gpu.count <= 1:  # h200-x1, the DGX Station, the CPU box: no path between GPUs
+            assert link.cross_gpu_bandwidth_gbps is None and link.cross_gpu_latency_us is None, box.id
+            continue
+        assert link.cross_gpu_kind and link.cross_gpu_bandwidth_gbps and link.cross_gpu_latency_us, box.id
+        # Measured: the ledger entry says so; sourced: a source names the latency's origin.
+        assert link.cross_gpu_measured_in or any("latency" in s for s in box.sources), box.id
+
+
+def test_the_dual_gh200_path_is_seed_004s_staged_bridge():
+    link = load_box(BOXES, "dual-gh200").link
+    assert (link.cross_gpu_kind, link.cross_gpu_bandwidth_gbps) == ("host-staged", 58)
+
+
+def test_a_measured_path_names_a_ledger_entry_by_id(tmp_path):
+    text = (BOXES / "h200-x2.yaml").read_text()
+    (tmp_path / "h200-x2.yaml").write_text(
+        text.replace(
+            "  cross_gpu_kind: nvlink\n", "  cross_gpu_kind: nvlink\n  cross_gpu_measured_in: bd60452cc40c\n"
+        )
+    )
+    assert load_box(tmp_path, "h200-x2").link.cross_gpu_measured_in == "bd60452cc40c"
+    (tmp_path / "h200-x2.yaml").write_text(
+        text.replace(
+            "  cross_gpu_kind: nvlink\n", "  cross_gpu_kind: nvlink\n  cross_gpu_measured_in: the study\n"
+        )
+    )
+    with pytest.raises(InputError):
+        load_box(tmp_path, "h200-x2")

@@ -313,3 +313,28 @@ def test_non_ascii_names_get_safe_paths(planted) -> None:
     assert any("模型" in m["hf_id"] for m in models)
     for m in models:
         assert (site / m["url"]).is_file() and (site / m["json"]).is_file()
+
+
+def test_the_fit_table_shows_what_each_box_pays_between_gpus(site: Path) -> None:
+    page = soup(dsv41(site))
+    assert "between GPUs per decode step" in [th.get_text() for th in page.select("#fit-table th")]
+    cells = {
+        row.select_one("td").get_text(): row.select_one("td.cross-gpu")
+        for row in page.select("#fit-table tr.fit-row")
+        if row.select_one("td.cross-gpu")
+    }
+    # One GPU: nothing crosses. Two GH200s at TP2: the all-reduces, what binds them, their share.
+    assert cells["dgx-station-gb300"].get_text() == "-"
+    dual = cells["dual-gh200"].get_text(" ", strip=True)
+    assert dual.startswith("TP2 over 58 GB/s") and "TP2 all-reduce" in dual and "(latency)" in dual
+    assert (
+        "of the modelled step" in dual
+        and "ledger fit deepseek-ai/DeepSeek-V4.1-Flash --box dual-gh200" in dual
+    )
+    # A box whose profile names no GPU path says why instead of a number.
+    assert "names no GPU-to-GPU path" in cells["h200-x1"].get_text()
+    data = json.loads(dsv41(site).with_suffix(".json").read_text(encoding="utf-8"))
+    row = next(r for r in data["fit"] if r["box"] == "dual-gh200")
+    (one, busy) = row["cross_gpu"]["steps"]
+    assert (one["batch"], busy["batch"]) == (1, 32)
+    assert one["terms"][0]["share"] == pytest.approx(1.0)  # nothing offloaded: the step is TP2's alone

@@ -2,24 +2,36 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import click
 
 from recipe_ledger.cli.options import given_root, json_option, recipes_option
-from recipe_ledger.cli.output import free, print_json, print_table
+from recipe_ledger.cli.output import Column, free, print_json, print_table
 from recipe_ledger.recipes.boxes import list_boxes as list_boxes_in
 from recipe_ledger.recipes.catalog import RecipeRoot
 from recipe_ledger.recipes.ceiling import Ceiling
 from recipe_ledger.recipes.command import ResolvedCommand
 from recipe_ledger.recipes.fit import GB, GIB, FitReport, verdict_lines
-from recipe_ledger.recipes.fitting import fit_recipe, fit_report_dict, predict_ceilings
+from recipe_ledger.recipes.fitting import (
+    Prediction,
+    fit_recipe,
+    fit_report_dict,
+    predict_decode,
+    prediction_dict,
+)
+from recipe_ledger.recipes.parallel_cost import StepCost
 
 
 @click.command("fit")
 @click.argument("name", required=False)
 @click.option("--box", help="Box profile id, e.g. dgx-station-gb300 (see --list-boxes).")
+@click.option(
+    "--strategy",
+    "-s",
+    help="Serving strategy, e.g. single_node_dep (its parallel layout is what --predict charges between "
+    "GPUs). Default: the site's recommendation.",
+)
 @click.option(
     "--context",
     type=click.IntRange(1),
@@ -35,7 +47,8 @@ from recipe_ledger.recipes.fitting import fit_recipe, fit_report_dict, predict_c
 @click.option(
     "--predict",
     is_flag=True,
-    help="Also state the decode tok/s the host link alone allows for the expert offload (an upper bound).",
+    help="Also state the decode tok/s the host link alone allows for the expert offload (an upper bound) "
+    "and, for a tensor- or expert-parallel command, what each step pays between GPUs.",
 )
 @click.option(
     "--batch",
@@ -69,6 +82,7 @@ from recipe_ledger.recipes.fitting import fit_recipe, fit_report_dict, predict_c
 def fit(
     name: str | None,
     box: str | None,
+    strategy: str | None,
     context: int | None,
     offload_gb: float | None,
     gpu_util: float | None,
@@ -100,16 +114,21 @@ def fit(
     if not name or not box:
         raise click.UsageError("give a recipe NAME and --box (or --list-boxes)")
     report, resolved = fit_recipe(
-        recipe_root, name, box, context=context, offload_gib=offload_gb, gpu_utilization=gpu_util
+        recipe_root,
+        name,
+        box,
+        context=context,
+        offload_gib=offload_gb,
+        gpu_utilization=gpu_util,
+        strategy=strategy,
     )
-    ceilings: list[Ceiling] = []
-    ceiling_notes: list[str] = []
+    prediction: Prediction | None = None
     if predict:
         windows = sorted({1, window})
         source = "given with --window-multiplier"
         if routing_entry:
             window_multiplier, source = measured_window_multiplier(given_root(), routing_entry, window)
-        ceilings, ceiling_notes = predict_ceilings(
+        prediction = predict_decode(
             report,
             resolved,
             batches=list(batches) or [1, 8, 32],
@@ -119,14 +138,13 @@ def fit(
         )
     if as_json:
         data = fit_report_dict(report)
-        if predict:
-            data["ceilings"] = [dataclasses.asdict(c) for c in ceilings]
-            data["ceiling_assumptions"] = ceiling_notes
+        if prediction is not None:
+            data.update(prediction_dict(prediction))
         print_json(data)
         return
     print_fit(report, resolved)
-    if predict:
-        print_ceilings(ceilings, ceiling_notes)
+    if prediction is not None:
+        print_prediction(prediction)
 
 
 def print_fit(report: FitReport, resolved: ResolvedCommand) -> None:
@@ -175,7 +193,18 @@ def print_fit(report: FitReport, resolved: ResolvedCommand) -> None:
         click.echo(f"  - {note}")
 
 
-def print_ceilings(ceilings: list[Ceiling], notes: list[str]) -> None:
+def print_prediction(prediction: Prediction) -> None:
+    """The host link's ceilings, the step with the cross-GPU terms, then every assumption."""
+    if prediction.ceilings:
+        print_ceilings(prediction.ceilings)
+    if prediction.steps:
+        print_steps(prediction)
+    click.echo("ceiling assumptions:")
+    for note in prediction.assumptions:
+        click.echo(f"  - {note}")
+
+
+def print_ceilings(ceilings: list[Ceiling]) -> None:
     offloaded = ceilings[0].offloaded_gib
     click.echo(f"decode ceiling from the host link alone ({offloaded:g} GiB of experts offloaded):")
     print_table(
@@ -195,9 +224,60 @@ def print_ceilings(ceilings: list[Ceiling], notes: list[str]) -> None:
     )
     click.echo("  batch: sequences per decode step; window: tokens per sequence per step")
     click.echo("  GB/step on link: the offloaded expert bytes one step reads over the host link")
-    click.echo("ceiling assumptions:")
-    for note in notes:
-        click.echo(f"  - {note}")
+
+
+def _term_names(steps: list[StepCost]) -> list[str]:
+    """The collectives the steps pay (TP all-reduce, EP all-to-all), in the order they come."""
+    return list(dict.fromkeys(cost.name for step in steps for cost in step.collectives))
+
+
+def _short(name: str) -> str:
+    """``TP2 all-reduce`` -> ``TP2``: the column and share label."""
+    return name.split()[0]
+
+
+def _percent(share: float) -> str:
+    """A share as a whole percent that never hides a term: ``<1%`` and ``>99%`` at the ends."""
+    if 0 < share < 0.005:
+        return "<1%"
+    if 0.995 <= share < 1:
+        return ">99%"
+    return f"{share:.0%}"
+
+
+def _share_text(step: StepCost) -> str:
+    """Each part's share of the step, a collective's with what binds it: ``link 60%, TP2 40% (latency)``."""
+    binds = {cost.name: cost.binds for cost in step.collectives}
+    parts = []
+    for name, share in step.shares().items():
+        if name != "base":
+            parts.append(f"{_short(name)} {_percent(share)} ({binds[name]})")
+        elif step.host_link_ms > 0:
+            parts.append(f"link {_percent(share)}")
+    return ", ".join(parts)
+
+
+def _step_row(step: StepCost, terms: list[str], with_link: bool) -> list[object]:
+    ms = {cost.name: cost.ms for cost in step.collectives}
+    link = [f"{step.host_link_ms:.2f}"] if with_link else []
+    cells = [f"{ms[name]:.2f}" if name in ms else "-" for name in terms]
+    return [step.batch, step.window, *link, *cells, f"{step.ms:.2f}", f"{step.tok_s:,.0f}", _share_text(step)]
+
+
+def print_steps(prediction: Prediction) -> None:
+    """The step with the cross-GPU terms: a table at 80 columns (short headers, the shares fold)."""
+    steps, path = prediction.steps, prediction.path
+    terms = _term_names(steps)
+    with_link = any(step.host_link_ms > 0 for step in steps)
+    where = f", {path.gbps:g} GB/s and {path.latency_us:g} us a call" if path else ""
+    click.echo(f"decode step with what {prediction.sizes.label()} pays between GPUs{where}:")
+    headers: list[str | Column] = ["batch", "window", *(["link ms"] if with_link else [])]
+    headers += [f"{_short(name)} ms" for name in terms] + ["step ms", "tok/s", free("share of the step")]
+    print_table(headers, [_step_row(step, terms, with_link) for step in steps])
+    for name in terms:
+        click.echo(f"  {_short(name)} ms: the {name}s of one step, max(bytes / bandwidth, calls x latency)")
+    click.echo("  tok/s: batch x window over the modelled step (an upper bound: compute takes no time)")
+    click.echo("  share of the step: of the modelled parts (host link and collectives), not the compute")
 
 
 def measured_window_multiplier(root: Path, entry_id: str, window: int) -> tuple[float, str]:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from recipe_ledger.errors import UnknownIdError
 from recipe_ledger.spec.bounds import MAX_ITEMS, PathText, ShortText, Slug, is_slug
@@ -23,6 +23,9 @@ from recipe_ledger.spec.versioned import load_versioned
 from recipe_ledger.spec.yamlfile import shorten
 
 BOX_SCHEMA_VERSION = 1
+
+# A ledger entry as `ledger show` takes it: the id, or its first 12 characters (and more).
+LedgerRef = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{12,64}$")]
 
 
 class _Closed(BaseModel):
@@ -71,8 +74,13 @@ class LinkSpec(_Closed):
         default=None,
         ge=0,
         le=1e6,
-        description="One small collective call's latency over that path (a few KiB all-reduce), us; "
-        "null until measured or sourced.",
+        description="One small collective call's latency over that path (a few KiB all-reduce across "
+        "all the box's GPUs), us; null until measured or sourced.",
+    )
+    cross_gpu_measured_in: LedgerRef | None = Field(
+        default=None,
+        description="The ledger entry (its id or first 12 characters) whose measurement the cross-GPU "
+        "numbers are; null: they are sourced, and `sources` says from where.",
     )
 
 

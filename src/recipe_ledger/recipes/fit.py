@@ -77,6 +77,11 @@ class FitReport:
     disk_gb: float
     link_gbps: float  # the box's host-to-GPU read bandwidth: what offloaded weights cross every step
     link_kind: str
+    # The box's GPU-to-GPU path (what TP and EP collectives cross every step); None when it names none.
+    cross_gpu_gbps: float | None = None
+    cross_gpu_latency_us: float | None = None
+    cross_gpu_kind: str | None = None
+    cross_gpu_measured_in: str | None = None  # the ledger entry that measured it; None: sourced
     problems: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
 
@@ -253,6 +258,10 @@ def compute_fit(inputs: FitInputs) -> FitReport:
         disk_gb=disk_gb,
         link_gbps=box.link.bandwidth_gbps,
         link_kind=box.link.kind,
+        cross_gpu_gbps=box.link.cross_gpu_bandwidth_gbps,
+        cross_gpu_latency_us=box.link.cross_gpu_latency_us,
+        cross_gpu_kind=box.link.cross_gpu_kind,
+        cross_gpu_measured_in=box.link.cross_gpu_measured_in,
         problems=problems,
         assumptions=_assumptions(
             inputs,

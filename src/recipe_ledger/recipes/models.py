@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from recipe_ledger.spec.versioned import version_problem
@@ -278,6 +278,23 @@ class RoutingBlock(_Closed):
     )
 
 
+class ShapeBlock(_Closed):
+    """The transformer's shape where it sets what a decode step sends between GPUs: what
+    ``ledger fit --predict`` needs for the TP all-reduces and EP all-to-alls (recipes.parallel_cost)."""
+
+    layers: int = Field(gt=0, le=4096, description="Transformer layers (each ends two TP all-reduces).")
+    hidden_size: int = Field(gt=0, le=1_048_576, description="The residual stream's width (hidden_size).")
+    moe_layers: int = Field(
+        default=0, ge=0, le=4096, description="Layers whose MLP is routed (MoE); 0 for a dense model."
+    )
+
+    @model_validator(mode="after")
+    def _moe_within_layers(self) -> ShapeBlock:
+        if self.moe_layers > self.layers:
+            raise ValueError(f"moe_layers ({self.moe_layers}) exceeds layers ({self.layers})")
+        return self
+
+
 MEMORY_SCHEMA_VERSION = 1  # the version of our superset block; upstream recipe fields are not ours
 
 
@@ -319,6 +336,10 @@ class MemoryBlock(_Closed):
     )
     routing: RoutingBlock | None = Field(
         default=None, description="MoE routing (experts per layer, top-k), for the throughput ceiling."
+    )
+    shape: ShapeBlock | None = Field(
+        default=None,
+        description="Layers, hidden size and MoE layers, for what TP and EP cost between GPUs per step.",
     )
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recipe_ledger.recipes.flags import parse_flags
+from recipe_ledger.recipes.parallel_cost import ParallelSizes
 
 SGLANG_VERSION = "0.5.23"  # the version the tables come from (recipes.sglang re-exports it)
 
@@ -367,20 +368,29 @@ def _positive_int(text: str | None) -> int | None:
     return number if number is not None and number > 0 else None
 
 
+def parallel_sizes(args: VllmArgs) -> ParallelSizes | None:
+    """vLLM's parallel layout as it reads the argv: TP and DP (1 when not given) and whether experts
+    spread over all TP x DP GPUs (--enable-expert-parallel); None when a size is not a positive number."""
+    tp_text, dp_text = args.value("--tensor-parallel-size"), args.value("--data-parallel-size")
+    tp, dp = _positive_int(tp_text), _positive_int(dp_text)
+    if (tp_text is not None and tp is None) or (dp_text is not None and dp is None):
+        return None
+    return ParallelSizes(tp=tp or 1, dp=dp or 1, expert=args.switch("--enable-expert-parallel"))
+
+
 def layout_args(args: VllmArgs) -> Translation:
     """The parallel layout: vLLM's TP x DP GPUs with expert parallelism are one SGLang TP group of
     that width (SGLang 0.5.23: tp_size is the world size) with attention data-parallel over DP
     (--attn-dp-size) and experts over all of it (--ep-size); without EP, DP is replicas (--dp-size)."""
     out = Translation()
     tp_text, dp_text = args.value("--tensor-parallel-size"), args.value("--data-parallel-size")
-    tp, dp = _positive_int(tp_text), _positive_int(dp_text)
+    sizes = parallel_sizes(args)
     expert = args.switch("--enable-expert-parallel")
-    if expert and (tp_text is None or tp) and (dp_text is None or dp):
-        world = (tp or 1) * (dp or 1)
-        if world > 1:
-            out.args += ["--tp-size", str(world)]
-            out.args += ["--attn-dp-size", str(dp)] if dp and dp > 1 else []
-            out.args += ["--ep-size", str(world)]
+    if sizes is not None and sizes.expert:
+        if sizes.ep > 1:
+            out.args += ["--tp-size", str(sizes.ep)]
+            out.args += ["--attn-dp-size", str(sizes.dp)] if sizes.dp > 1 else []
+            out.args += ["--ep-size", str(sizes.ep)]
         else:
             out.args += ["--tp-size", tp_text] if tp_text else []
     else:

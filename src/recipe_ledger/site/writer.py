@@ -68,6 +68,7 @@ class SiteWriter:
 
     def __init__(self, out: Path, site_title: str = DEFAULT_TITLE):
         self.out = out
+        self.site_title = site_title
         self.pages = 0
         self.files = 0
         self.bytes = 0

@@ -25,7 +25,7 @@ def write_home(
     """``index.html`` with the site's counts, and ``llms.txt``."""
     counts = site_counts(index, infos, releases, experiments)
     writer.page("index.html", "index.html", index_page_data(infos, evidence, hardware_ids, counts))
-    writer.write_text("llms.txt", llms_txt(infos, releases, experiments, writer.env.globals["site_title"]))
+    writer.write_text("llms.txt", llms_txt(infos, releases, experiments, writer.site_title))
 
 
 def index_page_data(infos: list[RecipeInfo], evidence: dict, hardware_order: list[str], counts: dict) -> dict:

@@ -48,7 +48,13 @@ from recipe_ledger.recipes.command import (
     text_for_people,
 )
 from recipe_ledger.recipes.fit import FitReport, verdict_lines
-from recipe_ledger.recipes.fitting import fit_recipe, predict_ceilings
+from recipe_ledger.recipes.fitting import (
+    command_parallel_sizes,
+    cross_gpu_gap,
+    fit_recipe,
+    predict_ceilings,
+    predict_decode,
+)
 from recipe_ledger.site.entries import LedgerIndex, entry_ref
 from recipe_ledger.site.shown import redact, redact_all
 from recipe_ledger.site.writer import Progress, SiteWriter, dump_json, run_tasks, slugify, unique_path
@@ -620,6 +626,43 @@ def _ceiling_cells(report: FitReport, resolved: ResolvedCommand) -> dict[str, An
     }
 
 
+CROSS_GPU_BATCHES = [1, 32]  # one sequence, and a busy decode batch: latency- and bandwidth-bound ends
+
+
+def _cross_gpu_cells(report: FitReport, resolved: ResolvedCommand, root: RecipeRoot) -> dict[str, Any]:
+    """What the command's tensor and expert parallelism pay between GPUs per decode step on this box,
+    with each term's share of the modelled step (`ledger fit --predict`), at ``CROSS_GPU_BATCHES``;
+    nothing for a command on one GPU, the reason when it cannot be counted."""
+    sizes = command_parallel_sizes(resolved)
+    if not sizes.crosses_gpus:
+        return {}
+    batches = " ".join(f"--batch {batch}" for batch in CROSS_GPU_BATCHES)
+    cli = f"ledger fit {recipe_name(resolved.loaded.ref)} --box {report.box_id} --predict {batches}"
+    cell: dict[str, Any] = {"layout": sizes.label(), "cli": cli}
+    gap = cross_gpu_gap(report, resolved)
+    if gap:  # no shape in the recipe or no path in the box: say which, not a number
+        return {"cross_gpu": {**cell, "note": redact(gap)}}
+    try:
+        prediction = predict_decode(report, resolved, batches=CROSS_GPU_BATCHES, windows=[1])
+    except LedgerError as error:  # the host link's half refused (offloaded experts, no routing)
+        return {"cross_gpu": {**cell, "note": error_text(error, root)}}
+    path = prediction.path
+    cell["path"] = f"{path.gbps:g} GB/s, {path.latency_us:g} us a call ({path.source})" if path else ""
+    cell["steps"] = [
+        {
+            "batch": step.batch,
+            "step_ms": step.ms,
+            "host_link_share": step.shares().get("base", 0.0),
+            "terms": [
+                {"name": c.name, "ms": c.ms, "binds": c.binds, "share": step.shares()[c.name]}
+                for c in step.collectives
+            ],
+        }
+        for step in prediction.steps
+    ]
+    return {"cross_gpu": cell}
+
+
 def _fit_row(root: RecipeRoot, name: str, box: Box) -> dict[str, Any]:
     row: dict[str, Any] = {
         "box": box.id,
@@ -635,6 +678,7 @@ def _fit_row(root: RecipeRoot, name: str, box: Box) -> dict[str, Any]:
         return {**row, "error": error_text(error, root)}
     return {
         **_ceiling_cells(report, resolved),
+        **_cross_gpu_cells(report, resolved, root),
         **row,
         "fits": report.fits,
         "context": report.context,
