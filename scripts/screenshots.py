@@ -88,7 +88,10 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def _browser():
+def start_chromium(*, console_log: bool = False):
+    """Headless Chromium under chromedriver, with a profile of its own (removed by the caller):
+    ``(driver, profile)``. ``console_log``: keep the page's console for ``driver.get_log("browser")``.
+    The site's browser tests start theirs here too, so the pages they check are drawn as these are."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -99,6 +102,7 @@ def _browser():
         "--headless",
         "--no-sandbox",
         "--disable-gpu",
+        "--disable-quic",
         "--hide-scrollbars",
         "--force-device-scale-factor=1",
         "--font-render-hinting=none",
@@ -106,9 +110,12 @@ def _browser():
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
+        "--window-size=1280,1000",
         f"--user-data-dir={profile}",
     ):
         options.add_argument(flag)
+    if console_log:
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options), profile
 
 
@@ -118,7 +125,7 @@ def take(site: Path, out: Path) -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}/"
-    driver, profile = _browser()
+    driver, profile = start_chromium()
     try:
         out.mkdir(parents=True, exist_ok=True)
         for shot in SHOT_LIST:

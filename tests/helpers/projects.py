@@ -28,6 +28,15 @@ def scratch_recipes_root(root: Path) -> Path:
     return root
 
 
+def committed_chains_project(root: Path) -> Path:
+    """A project whose ledger holds copies of the committed CPU lane's and seed 000's chains: real
+    entries of every kind, for what the CLI prints of them."""
+    Ledger.init(root)
+    for name in ("cpu-ci-box.jsonl", "seed-000.jsonl"):
+        shutil.copy(REPO / "ledger" / name, root / "ledger" / name)
+    return root
+
+
 def fixed_ledger(root: Path) -> Path:
     """A project at ``root`` whose ledger holds the fixed prefix of the real chains."""
     (root / "ledger").mkdir(parents=True)

@@ -14,7 +14,6 @@ import http.server
 import json
 import random
 import shutil
-import tempfile
 import threading
 from pathlib import Path
 
@@ -26,8 +25,11 @@ from recipe_ledger.site import build_site
 from recipe_ledger.site.pages.recipes import cli_line
 
 from helpers.projects import REPO, make_project
-from helpers.resources import CHROMEDRIVER, CHROMIUM, require
+from helpers.resources import require
 from helpers.scripts import load_script
+
+# scripts/screenshots.py owns how Chromium is started and which pages the README shows
+SCREENSHOTS = load_script("scripts/screenshots.py")
 
 pytestmark = pytest.mark.slow
 
@@ -70,27 +72,7 @@ def published():
 @pytest.fixture(scope="module")
 def browser():
     require("browser")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    profile = tempfile.mkdtemp(prefix="chromium-profile-")
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-        "--window-size=1280,1000",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver, profile = SCREENSHOTS.start_chromium(console_log=True)
     yield driver
     driver.quit()
     shutil.rmtree(profile, ignore_errors=True)
@@ -308,7 +290,7 @@ def test_a_crawl_of_the_published_site_finds_no_404(published, browser) -> None:
 
 # The pages the README shows (scripts/screenshots.py owns the list; test_screenshots.py keeps the
 # PNGs current): each renders without a console error and without a horizontal scroll.
-SHOTS = load_script("scripts/screenshots.py").SHOT_LIST
+SHOTS = SCREENSHOTS.SHOT_LIST
 
 
 @pytest.mark.parametrize("shot", SHOTS, ids=[shot.name for shot in SHOTS])

@@ -6,7 +6,6 @@ of the committed chains."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,8 @@ from recipe_ledger.cli import main
 from recipe_ledger.cli.output import Column, Grid, choose_layout, free, text
 from recipe_ledger.ledger.store import Ledger
 
+from helpers.projects import committed_chains_project
+
 REPO = Path(__file__).resolve().parents[2]
 V41 = "deepseek-ai/DeepSeek-V4.1-Flash"
 CEILING_HEADERS = ("batch", "window", "experts touched", "GB/step on link", "step ms", "tok/s ceiling")
@@ -23,10 +24,7 @@ CEILING_HEADERS = ("batch", "window", "experts touched", "GB/step on link", "ste
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("project")
-    Ledger.init(root)
-    for chain in ("cpu-ci-box.jsonl", "seed-000.jsonl"):
-        shutil.copy(REPO / "ledger" / chain, root / "ledger" / chain)
+    root = committed_chains_project(tmp_path_factory.mktemp("project"))
     return root
 
 

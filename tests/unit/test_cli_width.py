@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from recipe_ledger.cli.output import Column, cell_len, choose_layout, free, pain
 from recipe_ledger.ledger.store import Ledger
 from recipe_ledger.releases import catalog
 
+from helpers.projects import committed_chains_project
 from helpers.resources import COMPAT, require
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,10 +35,7 @@ HYPERLINK = "\x1b]8;"
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
     """The committed CPU lane and seed chains, plus a note holding markup-looking text."""
-    root = tmp_path_factory.mktemp("project")
-    Ledger.init(root)
-    for chain in ("cpu-ci-box.jsonl", "seed-000.jsonl"):
-        shutil.copy(REPO / "ledger" / chain, root / "ledger" / chain)
+    root = committed_chains_project(tmp_path_factory.mktemp("project"))
     added = ledger(root, "note", HOSTILE_NOTE, "--writer", "a-rather-long-writer-name-for-a-box")
     assert added.exit_code == 0, added.output
     assert ledger(root, "note", ESCAPING_NOTE, "--writer", "box-b").exit_code == 0

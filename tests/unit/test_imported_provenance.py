@@ -4,7 +4,6 @@ entries are copies of the committed chains and stay as written)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,15 +13,14 @@ from recipe_ledger.cli import main
 from recipe_ledger.ledger import views
 from recipe_ledger.ledger.store import Ledger
 
+from helpers.projects import committed_chains_project
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("project")
-    Ledger.init(root)
-    for chain in ("cpu-ci-box.jsonl", "seed-000.jsonl"):
-        shutil.copy(REPO / "ledger" / chain, root / "ledger" / chain)
+    root = committed_chains_project(tmp_path_factory.mktemp("project"))
     return root
 
 
