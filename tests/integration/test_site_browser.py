@@ -303,3 +303,33 @@ def test_the_published_pages_render_cleanly(published, browser, shot) -> None:
         assert wide <= browser.execute_script("return window.innerWidth"), shot.address
     finally:
         browser.set_window_size(1280, 1000)
+
+
+@pytest.mark.parametrize(("width", "height"), [(1280, 800), (420, 900)])
+def test_the_command_is_above_the_fold_and_phone_tables_become_cards(published, browser, width, height):
+    """Issue 29: the command for the chosen cell is above the fold, with its copy button, at desktop
+    and phone sizes; at phone width every data-table cell lies inside the window (rows become cards,
+    no column cut off)."""
+    browser.set_window_size(width, height)
+    try:
+        recipe_pages = [p for p in _pages(REPO / "site") if p.startswith("recipes/") and "/" in p[8:]]
+        assert len(recipe_pages) >= 4
+        for page in recipe_pages:
+            browser.get(published + page)
+            top, bottom, fold = browser.execute_script(
+                "var r = document.getElementById('builder-command').getBoundingClientRect();"
+                "return [r.top, r.bottom, window.innerHeight];"
+            )
+            assert 0 < top < fold * 0.6, f"{page}: the command starts at {top}px of {fold}px"
+            assert browser.find_element("css selector", "#command button").is_displayed(), page
+            if width > 640:
+                continue
+            cut = browser.execute_script(
+                "var w = window.innerWidth;"
+                "return Array.from(document.querySelectorAll('table.data.reflow td'))"
+                ".filter(function (td) { var r = td.getBoundingClientRect();"
+                " return r.width > 0 && (r.right > w + 1 || r.left < -1); }).length"
+            )
+            assert cut == 0, f"{page}: {cut} table cells outside a {width}px window"
+    finally:
+        browser.set_window_size(1280, 1000)
