@@ -138,11 +138,11 @@ def test_a_flat_recipes_root_and_a_folder_without_models_are_refused(tmp_path):
 
 def test_the_lab_s_title_is_read_from_lab_yaml_and_defaults_without_one(tmp_path):
     from recipe_ledger.errors import SpecError
-    from recipe_ledger.recipes.lab import DEFAULT_TITLE, read_lab
+    from recipe_ledger.recipes.lab import DEFAULT_TITLE, LabInfo, read_lab
 
     assert read_lab(tmp_path).site_title == DEFAULT_TITLE
     (tmp_path / "lab.yaml").write_text('name: "lab-one"\nsite_title: "Lab One numbers"\n')
-    assert read_lab(tmp_path) == type(read_lab(tmp_path))("lab-one", "Lab One numbers")
+    assert read_lab(tmp_path) == LabInfo("lab-one", "Lab One numbers")
     (tmp_path / "lab.yaml").write_text("name: lab-one\nsite_title: [not, text]\n")
     with pytest.raises(SpecError, match="lab.yaml:1"):
         read_lab(tmp_path)

@@ -67,11 +67,10 @@ class SyncReport:
     runs: dict[str, str] = field(default_factory=dict)  # ledger entry id -> parent run id
     problems: list[str] = field(default_factory=list)  # run-folder lines not read (file:line: why)
     experiment_id: str = ""
-    # A new result's entry id -> its run's name and the link to its comparison (COMPARE_TAG), and
-    # when it was written: the newest are printed first (a first sync indexes a whole ledger, and
-    # the run a person just made is the one they came for).
-    compares: dict[str, tuple[str, str]] = field(default_factory=dict)
-    compare_times: dict[str, str] = field(default_factory=dict)
+    # A new result's entry id -> when it was written, its run's name and the link to its comparison
+    # (COMPARE_TAG): the newest are printed first (a first sync indexes a whole ledger, and the run
+    # a person just made is the one they came for).
+    compares: dict[str, tuple[str, str, str]] = field(default_factory=dict)
 
     @property
     def parent_run_ids(self) -> list[str]:
@@ -94,11 +93,7 @@ class SyncReport:
             more = f" and {len(self.problems) - 1} more" if len(self.problems) > 1 else ""
             text += f"; run-folder lines not indexed: {self.problems[0]}{more}"
         lines = [text, *browse_lines(self.tracking_uri, self.experiment_id)]
-        newest = sorted(
-            self.compares, key=lambda entry_id: self.compare_times.get(entry_id, ""), reverse=True
-        )
-        for entry_id in newest[:COMPARES_PRINTED]:
-            name, url = self.compares[entry_id]
+        for _, name, url in sorted(self.compares.values(), reverse=True)[:COMPARES_PRINTED]:
             lines.append(f"Compare {name}: {url}")
         if len(self.compares) > COMPARES_PRINTED:
             unprinted = len(self.compares) - COMPARES_PRINTED
@@ -111,8 +106,7 @@ class SyncReport:
         def link(run_ids: Sequence[str]) -> str | None:
             url = compare_url(self.tracking_uri, self.experiment_id, run_ids)
             if url:
-                self.compares[entry["id"]] = (run_name, url)
-                self.compare_times[entry["id"]] = str(entry.get("ts", ""))
+                self.compares[entry["id"]] = (str(entry.get("ts", "")), run_name, url)
             return url
 
         return link
