@@ -190,7 +190,7 @@ def _step_metrics(rank: int, args: argparse.Namespace, device) -> dict[str, floa
     layer, world = args.layer, args.world
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     w = _weights(layer, world, device, dtype, args.seed + rank)
-    path = gpu_path(args)
+    path = args.path  # main's: the box profile is read once, not in every rank
     out: dict[str, float] = {}
     for tokens in args.token_counts:
         x = torch.randn(tokens, layer["hidden"], device=device, dtype=dtype)
@@ -218,7 +218,8 @@ def _against_prediction(
     """parallel_cost's time for one layer's two all-reduces, and the measured times over it."""
     shape = ModelShape(layers=1, hidden=layer["hidden"], dtype_bytes=dtype_bytes)
     cost = tensor_parallel_cost(shape, world, tokens, path)
-    predicted = cost.ms if cost else 0.0
+    assert cost is not None  # _parse refuses a world under 2: TP always pays its all-reduces here
+    predicted = cost.ms
     step_comm = measured[f"tp_step_ms_t{tokens}"] - measured[f"compute_ms_t{tokens}"]
     return {
         f"predicted_comm_ms_t{tokens}": predicted,
@@ -229,7 +230,9 @@ def _against_prediction(
 
 def main(argv: list[str]) -> int:
     args = _parse(argv)
-    path = gpu_path(args)  # here first: a box without a path is refused before any process starts
+    # Read here, once: a box without a path is refused before any process starts, and the ranks
+    # take it with their arguments.
+    path = args.path = gpu_path(args)
     backend, metrics = group.run_ranks(_step_metrics, args)
     header = {
         "backend": backend,

@@ -169,3 +169,14 @@ def _reason(error: BaseException) -> str:
     if isinstance(error, OSError) and error.strerror:
         return error.strerror
     return str(error) or type(error).__name__
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` whole: a reader (or a crash) sees the old file or the new one, never half.
+    The temporary name carries the process id, so two writers never share one."""
+    temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with temp.open("w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, path)

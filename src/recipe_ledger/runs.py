@@ -51,7 +51,7 @@ from typing import Any
 from recipe_ledger.errors import InputError, StateError
 from recipe_ledger.instruments.base import sha256_file
 from recipe_ledger.launch import procs
-from recipe_ledger.paths import contained, no_links
+from recipe_ledger.paths import contained, no_links, write_text_atomic
 from recipe_ledger.redact import redact_obj, redact_text
 
 RUNS_DIRNAME = "runs"
@@ -110,16 +110,6 @@ def create(runs_root: Path, run_id: str) -> Path:
 # -- writing -----------------------------------------------------------------------------------
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` whole: a reader (or a crash) sees the old file or the new one, never half."""
-    temp = path.with_name(f".{path.name}.tmp")
-    with temp.open("w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, path)
-
-
 def records_text(records: Iterable[str | Mapping[str, Any]]) -> str:
     """A records file's content: the header line, then one JSON object per line."""
     header = json.dumps({"format": RECORDS_FORMAT, "version": RECORDS_VERSION}, sort_keys=True)
@@ -131,13 +121,15 @@ def records_text(records: Iterable[str | Mapping[str, Any]]) -> str:
 
 def write_records(path: Path, records: Iterable[str | Mapping[str, Any]]) -> None:
     """Write ``measurements.jsonl`` / ``calibration.jsonl``: records as JSON text or as mappings."""
-    _write_atomic(path, records_text(records))
+    write_text_atomic(path, records_text(records))
 
 
 def write_json(path: Path, document: Mapping[str, Any]) -> None:
     """Write ``plan.json`` / ``summary.json`` (redacted) with this tool's ``format_version``."""
     redacted = redact_obj(dict(document))
-    _write_atomic(path, json.dumps({**redacted, "format_version": JSON_VERSION}, indent=2, sort_keys=True))
+    write_text_atomic(
+        path, json.dumps({**redacted, "format_version": JSON_VERSION}, indent=2, sort_keys=True)
+    )
 
 
 LOG_SUFFIX = ".log"
@@ -161,7 +153,7 @@ def redact_logs(folder: Path, launched_env: Mapping[str, str] | None = None) -> 
         text = path.read_text(encoding="utf-8", errors="replace")
         clean = redact_text(text, environ=environ)
         if clean != text:
-            _write_atomic(path, clean)
+            write_text_atomic(path, clean)
             changed.append(path)
     return changed
 

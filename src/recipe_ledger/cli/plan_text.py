@@ -14,6 +14,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from recipe_ledger.experiment.spec import CONTROL_ARM
 from recipe_ledger.launch.containers import docker_run_argv
 from recipe_ledger.launch.spec import LaunchSpec
 from recipe_ledger.pipeline.measure import Launch, launch_spec
@@ -21,7 +22,6 @@ from recipe_ledger.pipeline.plan import ArmPlan, RunPlan
 from recipe_ledger.recipes.flags import LaunchCommand
 from recipe_ledger.redact import redact_env
 
-CONTROL = "control"  # experiment.spec: the control arm's name
 _PLAN_RUN_ID = "plan"  # a launch spec needs a run; nothing is written under it
 
 
@@ -85,8 +85,8 @@ def _changed(kind: str, before: dict[str, str], after: dict[str, str]) -> list[s
 
 def difference_line(plan: RunPlan, arm: ArmPlan) -> str | None:
     """``changed from control: ...`` for a candidate arm; None for the control itself."""
-    control = plan.arms.get(CONTROL)
-    if control is None or arm.name == CONTROL:
+    control = plan.arms.get(CONTROL_ARM)
+    if control is None or arm.name == CONTROL_ARM:
         return None
     changes = differences(control, arm)
     return f"changed from control: {'; '.join(changes)}" if changes else "same launch as control"

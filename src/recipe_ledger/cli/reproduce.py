@@ -60,7 +60,7 @@ def reproduce_cmd(
         allow_dirty=allow_dirty,
     )
     # Each number says why, in the format `ledger run` and `ledger show` explain a verdict in.
-    explained = [(o.number.name, o.outcome, o.reason or o.verdict.reason) for o in outcomes]
+    explained = [(o.number.name, o.outcome, o.reason) for o in outcomes]
     echo_reasons(explained, every=True)
     outcome = entry["payload"]["outcome"]
     echo_line(f"reproduction {entry['id'][:12]}: ", text(outcome), f" (ledger show {entry['id'][:12]})")

@@ -47,6 +47,7 @@ MAX_SAMPLES_PER_LAUNCH = 20
 # engine is as good as a built-in; an arm may not name a stand-in ("none"), the experiment may.
 Engine = Annotated[str, RegisteredName(functools.partial(engine_registry.names, stand_ins=False))]
 AnyEngine = Annotated[str, RegisteredName(engine_registry.names)]
+CONTROL_ARM = "control"  # what every bar compares a candidate with (the file's `control:`)
 ENGINE_DESCRIPTION = "The serving engine of this arm; default: the experiment's engine."
 OVERRIDES_DESCRIPTION = "Flags and environment changed on top of the arm's command."
 ARM_POINTS_DESCRIPTION = (

@@ -310,14 +310,18 @@ class ReplayOptions(_Closed):
                 raise _refuse("agentx_" + name, f"{AGENTX} refuses {name}: {wrong} ({why})")
         return value
 
+    @property
+    def grace_s(self) -> float:
+        """How long AIPerf waits for answers after the duration: the stated grace, else its default."""
+        return AIPERF_GRACE_S if self.benchmark_grace_period_s is None else self.benchmark_grace_period_s
+
     def launch_cost_s(self) -> float | None:
         """What a duration-bounded run costs per point: duration, grace, the agentic extra warm-up
         (the trajectory warm-up before it has no fixed length); None when not duration-bounded."""
         if self.benchmark_duration_s is None:
             return None
-        grace = AIPERF_GRACE_S if self.benchmark_grace_period_s is None else self.benchmark_grace_period_s
         warmup = (self.agentic.cache_warmup_duration_s or 0.0) if self.agentic else 0.0
-        return self.benchmark_duration_s + grace + warmup
+        return self.benchmark_duration_s + self.grace_s + warmup
 
 
 def parse_options(options: Mapping[str, Any], instrument: str = NAME) -> ReplayOptions:
@@ -430,10 +434,9 @@ def skipped_checks(options: ReplayOptions) -> str | None:
 def launch_note(options: ReplayOptions) -> str | None:
     """What a duration-bounded launch costs per point, for --plan."""
     cost = options.launch_cost_s()
-    if cost is None or options.benchmark_duration_s is None:
+    if cost is None or options.benchmark_duration_s is None:  # the second, for the type checker
         return None
-    grace = AIPERF_GRACE_S if options.benchmark_grace_period_s is None else options.benchmark_grace_period_s
-    parts = f"benchmark_duration_s {options.benchmark_duration_s:g} + grace {grace:g}"
+    parts = f"benchmark_duration_s {options.benchmark_duration_s:g} + grace {options.grace_s:g}"
     if options.agentic is not None:
         warmup = options.agentic.cache_warmup_duration_s
         parts += (f" + cache warm-up {warmup:g}" if warmup else "") + ", after AIPerf's trajectory warm-up"

@@ -16,12 +16,12 @@ repository. Nothing that exists is overwritten: running it again creates only wh
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from recipe_ledger.errors import SpecError
+from recipe_ledger.paths import write_text_atomic
 from recipe_ledger.recipes.layers import BOXES, OVERLAY, PACKAGED_RECIPES, TEMPLATE
 from recipe_ledger.spec.yamlfile import load_yaml
 
@@ -64,9 +64,7 @@ def make_lab(project: Path, files: list[LabFile]) -> list[str]:
         if target.exists() or target.is_symlink():
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        tmp.write_text(item.text(), encoding="utf-8")
-        tmp.replace(target)
+        write_text_atomic(target, item.text())
         made.append(item.path)
     return made
 

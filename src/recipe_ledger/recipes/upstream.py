@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recipe_ledger.errors import InputError, LedgerError
+from recipe_ledger.paths import write_text_atomic
 from recipe_ledger.recipes.catalog import RecipeRoot
 from recipe_ledger.recipes.command import CommandRequest, resolve_for_people
 from recipe_ledger.recipes.layers import UPSTREAM, UPSTREAM_RECORD, layers_of
@@ -64,7 +65,9 @@ def content_hash(root: Path) -> str:
 
 
 def model_refs(root: Path) -> set[str]:
-    return {p.relative_to(root).as_posix() for p in (root / "models").rglob("*.yaml") if p.is_file()}
+    """The recipes of a snapshot, as the recipe engine lists them (recipes.layers)."""
+    layers = layers_of(root)
+    return set(layers.model_files()) if layers is not None else set()
 
 
 def command_changes(
@@ -213,6 +216,4 @@ def _write_record(path: Path, report: UpdateReport) -> None:
         f"commit: {json.dumps(report.commit) if report.commit else 'null'}",
         f"content_sha256: {json.dumps(report.content_sha256)}",
     ]
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomic(path, "\n".join(lines) + "\n")

@@ -102,7 +102,7 @@ class NumberOutcome:
     verdict: verdicts.Verdict
     outcome: str  # reproduced | not-reproduced | inconclusive
     samples: list[float]
-    reason: str = ""  # why, in one line (``judge``)
+    reason: str  # why, in one line (``judge``: the verdict's own reason where the rule adds nothing)
 
 
 # ------------------------------------------------------------------------------------ checking
@@ -393,9 +393,10 @@ def judge(verdict: verdicts.Verdict) -> tuple[str, str]:
     if low is None or high is None or effect is None:  # the noise is unknown: the verdict says why
         return "inconclusive", verdict.reason
     tolerance = verdict.bar.min_effect
+    pct = metric_table.format_effect
     said = (
         f"{verdict.candidate_geomean:.4g} now vs {verdict.control_geomean:.4g} published, effect "
-        f"{_pct(effect)} [{_pct(low)}, {_pct(high)}]"
+        f"{pct(effect)} [{pct(low)}, {pct(high)}]"
     )
     margin = f"the ±{tolerance * 100:g}% tolerance"
     if -tolerance < low and high < tolerance:
@@ -411,10 +412,6 @@ def judge(verdict: verdicts.Verdict) -> tuple[str, str]:
     return "not-reproduced", f"{said} lies outside {margin}: the number does not hold today"
 
 
-def _pct(share: float) -> str:
-    return f"{share * 100:+.1f}%"
-
-
 def overall(outcomes: list[NumberOutcome], checks: list[QualityCheck] | None = None) -> str:
     found = {o.outcome for o in outcomes} | {c.outcome for c in checks or []}
     if "not-reproduced" in found:
@@ -427,7 +424,7 @@ def overall(outcomes: list[NumberOutcome], checks: list[QualityCheck] | None = N
 
 def describe(outcome: NumberOutcome) -> str:
     """``name: outcome: reason``, the line `ledger reproduce` prints and the entry's text keeps."""
-    return f"{outcome.number.name}: {outcome.outcome}: {outcome.reason or outcome.verdict.reason}"
+    return f"{outcome.number.name}: {outcome.outcome}: {outcome.reason}"
 
 
 def number_metrics(outcome: NumberOutcome) -> dict[str, float]:

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from recipe_ledger import metrics as metric_table
+from recipe_ledger.experiment.spec import CONTROL_ARM
 from recipe_ledger.tracking.runfolder import arm_differences
 from recipe_ledger.tracking.runspec import (
     ENTRY_TAG,
@@ -32,7 +33,6 @@ from recipe_ledger.tracking.runspec import (
     numbers,
 )
 
-CONTROL_ARM = "control"  # experiment specs name their control arm so (cli.plan_text.CONTROL)
 SUMMARY_ROLE = "summary"  # ledger.role of a summary child run (beside "entry" and "measurement")
 BAR_METRICS = ("candidate", "control", "effect_pct", "ci_low_pct", "ci_high_pct", "mde_pct")
 _PERCENT = {"effect_pct": "effect", "ci_low_pct": "ci_low", "ci_high_pct": "ci_high", "mde_pct": "mde"}

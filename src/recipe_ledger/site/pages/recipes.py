@@ -225,13 +225,10 @@ def _imported_from(entry: dict[str, Any]) -> str | None:
     return None
 
 
-KIND_WORDS = {"result": "result", "release": "release", "reproduction": "reproduction", "failure": "failure"}
-
-
 def count_words(counts: dict[str, int]) -> str:
     """``{"result": 1, "release": 3, "failure": 5}`` -> ``1 result, 3 releases, 5 failures`` (the
     kinds with none left out; "no measured evidence" when all are none)."""
-    said = [f"{n} {KIND_WORDS.get(kind, kind)}{'' if n == 1 else 's'}" for kind, n in counts.items() if n]
+    said = [f"{n} {kind}{'' if n == 1 else 's'}" for kind, n in counts.items() if n]
     return ", ".join(said) or "no measured evidence"
 
 
