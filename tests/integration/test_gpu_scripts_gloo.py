@@ -67,6 +67,9 @@ def test_the_tp2_step_reports_its_parts_beside_parallel_costs_prediction() -> No
     for t in TOKENS:
         parts = ("tp_step_ms", "compute_ms", "allreduce_ms", "predicted_comm_ms", "comm_over_predicted")
         assert all(metrics[f"{part}_t{t}"] > 0 for part in parts), metrics
+        # By hand: the tiny layer's 2 all-reduces of t x 64 x 4 B (fp32 on CPU) over h200-x2's path
+        # (450 GB/s, 7.8 us a call): at most 2 KiB, nanoseconds of bandwidth, so 2 x 7.8 us binds.
+        assert metrics[f"predicted_comm_ms_t{t}"] == pytest.approx(2 * 7.8 / 1000)
         # The ratio is the measured all-reduces over the prediction, both printed.
         ratio = metrics[f"allreduce_ms_t{t}"] / metrics[f"predicted_comm_ms_t{t}"]
         assert metrics[f"comm_over_predicted_t{t}"] == pytest.approx(ratio)

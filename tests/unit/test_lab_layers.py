@@ -13,7 +13,7 @@ from recipe_ledger.errors import SpecError, UnknownIdError
 from recipe_ledger.recipes.boxes import list_boxes, load_box
 from recipe_ledger.recipes.catalog import RecipeRoot
 from recipe_ledger.recipes.command import CommandRequest, resolve_for_people
-from recipe_ledger.recipes.layers import PACKAGED_BOXES, layers_of
+from recipe_ledger.recipes.layers import PACKAGED_BOXES, PACKAGED_RECIPES, layers_of
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "recipes" / "models" / "recipe-ledger" / "tiny-qwen2.yaml"
@@ -112,8 +112,19 @@ def test_the_lab_s_own_box_wins_over_the_packaged_one_of_the_same_name(tmp_path)
     assert ids.count("cpu-only") == 1 and "h200-x1" in ids  # the packaged ones still listed
 
 
-def test_the_packaged_boxes_are_this_repository_s_profiles():
-    packaged = sorted(p.name for p in PACKAGED_BOXES.glob("*.yaml"))
-    assert packaged == sorted(p.name for p in (REPO / "recipes" / "boxes").glob("*.yaml"))
-    for name in packaged:
-        assert (PACKAGED_BOXES / name).read_bytes() == (REPO / "recipes" / "boxes" / name).read_bytes()
+@pytest.mark.parametrize(
+    ("packaged", "source"),
+    [
+        (PACKAGED_BOXES, "recipes/boxes"),
+        (PACKAGED_RECIPES / "strategies", "recipes/strategies"),
+        (PACKAGED_RECIPES / "taxonomy.yaml", "recipes/taxonomy.yaml"),
+        (
+            PACKAGED_RECIPES / "models/recipe-ledger/tiny-qwen2.yaml",
+            "recipes/models/recipe-ledger/tiny-qwen2.yaml",
+        ),
+    ],
+)
+def test_the_packaged_defaults_are_links_to_this_repository_s_files(packaged: Path, source: str):
+    # Links, not copies, so they cannot drift; a checkout that lost them (a copy of the tree that
+    # turned each link into a text file holding its target) fails here, not in `ledger init`.
+    assert packaged.is_symlink() and packaged.resolve() == (REPO / source).resolve()

@@ -1144,8 +1144,10 @@ def test_every_metric_column_of_the_view_is_filled_on_a_parent_or_a_child(ledger
     metrics = [c.split("`")[1] for c in columns if c.startswith("metrics.")]
     on_parent = [m for m in metrics if m in spec.metrics]
     assert {"bar1.effect_pct", "bar1.ci_low_pct", "bar1.ci_high_pct", "bar1.candidate"} <= set(on_parent)
-    on_children = {m for child in spec.children for m in child.metrics}
+    on_children = {m for child in (*spec.children, *spec.summaries) for m in child.metrics}
     assert "output_tps_total" in on_children
+    # every bar column on the parent; the arms' columns are filled where the result measured them
+    assert {m for m in metrics if m.startswith("bar")} <= set(spec.metrics)
     assert f"tags.`{compare.bar_name(1)}`" in columns and "tags.`verdict`" in columns
 
 
